@@ -1,0 +1,12 @@
+"""Rule metrics: accuracy, loss and generalisation gap of every universe of one shard."""
+from multiverse.runtime import set_threads, step_logger
+
+log = step_logger(snakemake.log[0])
+set_threads(snakemake.threads)
+
+from multiverse.train import metrics_shard  # noqa: E402
+
+metrics_shard(
+    snakemake.input.data, snakemake.input.models, snakemake.input.records, snakemake.params.model,
+    snakemake.output, log,
+)

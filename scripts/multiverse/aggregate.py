@@ -1,0 +1,64 @@
+"""The multiverse table: one row per universe, its parameters, metrics and provenance."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+import pandas as pd
+
+from multiverse import METRICS
+from multiverse.runtime import atomic_write
+
+#: Record fields that describe how a universe's training went.
+OUTCOME_FIELDS = ("status", "error", "diverged_epoch", "epochs_run")
+
+
+def universe_row(record: Mapping[str, Any], space_names: Sequence[str]) -> dict[str, Any]:
+    """Flatten one ``metrics`` record. Wall-clock timings are left out so that the
+    table is identical between runs of the same config."""
+    row: dict[str, Any] = {k: record[k] for k in ("id", "round", "index", "seed")}
+    row["strategy"] = record.get("strategy")
+    row.update({n: record["params"][n] for n in space_names})
+    row.update({m: record["metrics"][m] for m in METRICS})
+    row.update({k: record.get(k) for k in OUTCOME_FIELDS})
+    row.update({f"version_{k}": v for k, v in sorted(record.get("versions", {}).items())})
+    return row
+
+
+def multiverse_table(
+    records: Sequence[Mapping[str, Any]], space_names: Sequence[str], provenance: Mapping[str, str]
+) -> pd.DataFrame:
+    """One row per universe, sorted by round and index, with provenance columns."""
+    df = pd.DataFrame([universe_row(r, space_names) for r in records])
+    df = df.sort_values(["round", "index"], kind="stable").reset_index(drop=True)
+    for k, v in provenance.items():
+        df[k] = v
+    df["error"] = df["error"].astype("string")
+    df["diverged_epoch"] = df["diverged_epoch"].astype("Int64")
+    return df
+
+
+def write_table(df: pd.DataFrame, parquet_path: str, csv_path: str) -> None:
+    atomic_write(parquet_path, lambda tmp: df.to_parquet(tmp, index=False, engine="pyarrow"))
+    atomic_write(csv_path, lambda tmp: df.to_csv(tmp, index=False, float_format="%.10g"))
+
+
+def aggregate(
+    metrics_paths: Sequence[str], design_paths: Sequence[str], space_names: Sequence[str],
+    config_hash: str, parquet_path: str, csv_path: str,
+) -> pd.DataFrame:
+    """Build and write the multiverse table from the metrics records and design states."""
+    from multiverse.runtime import read_json, versions
+
+    designs = {d["round"]: d for d in map(read_json, design_paths)}
+    records = []
+    for path in metrics_paths:
+        r = read_json(path)
+        design = designs[r["round"]]
+        r["versions"] = {**r.get("versions", {}), **{k: v for k, v in design["versions"].items() if k != "python"}}
+        r["strategy"] = design["strategy"]
+        records.append(r)
+    provenance = {"config_hash": config_hash, **{f"version_{k}": v for k, v in versions(["pandas", "pyarrow"]).items() if k != "python"}}
+    df = multiverse_table(records, space_names, provenance)
+    write_table(df, parquet_path, csv_path)
+    return df

@@ -1,0 +1,90 @@
+"""Process-level helpers shared by the step scripts: threads, atomic writes, versions."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import sys
+import tempfile
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+
+def set_threads(n: int) -> None:
+    """Pin torch and BLAS to ``n`` threads (the rule's ``threads``).
+
+    Oversubscription on small machines slowed training 30-60x in our
+    measurements, so every job that imports torch calls this first.
+    """
+    n = max(1, int(n))
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[var] = str(n)
+    if "torch" in sys.modules or _importable("torch"):
+        import torch
+
+        torch.set_num_threads(n)
+        try:
+            torch.set_num_interop_threads(1)
+        except RuntimeError:  # already set in this process
+            pass
+
+
+def _importable(name: str) -> bool:
+    from importlib.util import find_spec
+
+    return find_spec(name) is not None
+
+
+def atomic_write(path: str | Path, write: Callable[[str], Any]) -> None:
+    """Call ``write(tmp_path)`` then rename onto ``path``: no partial file is ever at ``path``."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def write_json(path: str | Path, obj: Any) -> None:
+    def _write(tmp: str) -> None:
+        with open(tmp, "w") as fh:
+            json.dump(obj, fh, indent=1, sort_keys=True, allow_nan=True)
+            fh.write("\n")
+
+    atomic_write(path, _write)
+
+
+def read_json(path: str | Path) -> Any:
+    with open(path) as fh:
+        return json.load(fh)
+
+
+def versions(packages: Iterable[str]) -> dict[str, str]:
+    """Installed versions of ``packages`` plus Python's, for provenance."""
+    out = {"python": platform.python_version()}
+    for p in packages:
+        try:
+            out[p] = metadata.version(p)
+        except metadata.PackageNotFoundError:
+            out[p] = "absent"
+    return out
+
+
+def step_logger(path: str | Path) -> "logging.Logger":
+    """Log a step's progress to its rule's log file."""
+    import logging
+
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    logging.basicConfig(
+        filename=str(path), filemode="w", level=logging.INFO,
+        format="%(asctime)s %(levelname)s %(message)s", force=True,
+    )
+    logging.captureWarnings(True)
+    return logging.getLogger("multiverse")

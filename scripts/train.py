@@ -1,0 +1,14 @@
+"""Rule train: every universe of one shard of a design round, one after another."""
+from multiverse.runtime import read_json, set_threads, step_logger
+
+log = step_logger(snakemake.log[0])
+set_threads(snakemake.threads)
+
+from multiverse.train import train_shard  # noqa: E402  (torch after the thread settings)
+
+w = snakemake.wildcards
+universes = [u for u in read_json(snakemake.input.design)["universes"] if u["shard"] == int(w.shard)]
+train_shard(
+    snakemake.input.data, universes, snakemake.params.model, snakemake.params.training,
+    snakemake.output.models, snakemake.output.records, log,
+)

@@ -1,0 +1,50 @@
+import sys
+from pathlib import Path
+
+from snakemake.utils import validate
+
+# The step scripts' library lives beside them in scripts/multiverse.
+sys.path.insert(0, str(Path(workflow.basedir).parent / "scripts"))
+from multiverse.config import check_config, config_hash, n_shards, round_sizes  # noqa: E402
+from multiverse.report import report_metrics  # noqa: E402
+
+
+validate(config, "../schemas/config.schema.yaml")
+check_config(config)
+
+OUT = f"results/{config['study']}"
+ROUNDS = range(len(round_sizes(config)))
+SLOTS = range(config["training"]["shard_size"])
+
+
+wildcard_constraints:
+    round=r"\d+",
+    shard=r"\d+",
+    slot=r"\d+",
+
+
+def universe_files(name, rounds):
+    """`name` (e.g. metrics.json) of every universe of `rounds`."""
+    return [
+        f"{OUT}/universes/r{r}/s{s}/u{k}/{name}"
+        for r in rounds
+        for s in range(n_shards(config, r))
+        for k in SLOTS
+    ]
+
+
+def shard_files(name):
+    """`name` of every universe of the shard {round}/{shard} (those wildcards kept)."""
+    return expand(OUT + "/universes/r{{round}}/s{{shard}}/u{slot}/" + name, slot=SLOTS)
+
+
+def previous_metrics(wildcards):
+    """Round r's design reads every result of the rounds before it."""
+    return universe_files("metrics.json", range(int(wildcards.round)))
+
+
+def report_outputs():
+    figures = [f"{OUT}/report/outcomes_vs_dimensions.png", f"{OUT}/report/claims.png"]
+    for m in report_metrics(config):
+        figures += [f"{OUT}/report/posterior_map_{m}.png", f"{OUT}/report/specification_curve_{m}.png"]
+    return [f"{OUT}/report/claims.json", f"{OUT}/report/claims.csv"] + figures

@@ -1,0 +1,19 @@
+rule train:
+    input:
+        design=OUT + "/design/round_{round}.json",
+        data=OUT + "/data/dataset.npz",
+    output:
+        models=shard_files("model.pt"),
+        records=shard_files("train.json"),
+    log:
+        OUT + "/logs/train/r{round}_s{shard}.log",
+    benchmark:
+        OUT + "/benchmark/train/r{round}_s{shard}.tsv"
+    params:
+        model=config["model"],
+        training=config["training"],
+    threads: config["training"].get("threads", 1)
+    conda:
+        "../../envs/torch.yaml"
+    script:
+        "../../scripts/train.py"
