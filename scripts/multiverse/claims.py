@@ -22,6 +22,7 @@ import numpy as np
 
 #: A verdict's probability thresholds: ``holds`` at or above, ``fails`` at or below.
 P_HOLDS, P_FAILS = 0.95, 0.05
+TOO_FEW = "too few universes"
 
 
 def claim_sign(relation: str) -> int:
@@ -67,7 +68,7 @@ def observed_verdict(
     out: dict[str, Any] = {"n_a": int(len(a)), "n_b": int(len(b))}
     if len(a) < 2 or len(b) < 2:
         return {**out, "effect": float("nan"), "effect_lo": float("nan"), "effect_hi": float("nan"),
-                "p_holds": float("nan"), "verdict": "too few universes"}
+                "p_holds": float("nan"), "verdict": TOO_FEW}
     rng = np.random.default_rng(seed)
     boot = (
         rng.choice(a, (n_boot, len(a))).mean(1) - rng.choice(b, (n_boot, len(b))).mean(1)
@@ -113,10 +114,15 @@ def gp_verdict(
 
 
 def judge(gp: Mapping[str, Any], observed: Mapping[str, Any]) -> dict[str, Any]:
-    """Put the two verdicts side by side; say so when they disagree instead of choosing."""
-    agree = gp["verdict"] == observed["verdict"]
-    if agree:
-        summary = f"{gp['verdict']} (GP and observed universes agree)"
-    else:
-        summary = f"GP says {gp['verdict']}, observed universes say {observed['verdict']}: they disagree"
-    return {"agree": agree, "summary": summary}
+    """Put the two verdicts side by side; say so when they disagree instead of choosing.
+
+    ``agree`` is None when the observed universes are too few to cross-check.
+    """
+    if observed["verdict"] == TOO_FEW:
+        return {"agree": None, "summary": f"GP says {gp['verdict']}; too few observed universes to cross-check"}
+    if gp["verdict"] == observed["verdict"]:
+        return {"agree": True, "summary": f"{gp['verdict']} (GP and observed universes agree)"}
+    return {
+        "agree": False,
+        "summary": f"GP says {gp['verdict']}, observed universes say {observed['verdict']}: they disagree",
+    }

@@ -111,12 +111,12 @@ def gp_ivr_round(
             cov = model.posterior(Z).distribution.covariance_matrix
         s2 = outcome_scale(model) ** 2
         covs.append(cov / s2)
-        noises.append(float(model.likelihood.noise.squeeze()))
+        noises.append(float(model.likelihood.noise.detach().squeeze()))
         info[name] = {
             "n_fit": int(np.isfinite(np.asarray(y, dtype=float)).sum()),
             "noise_variance_standardised": noises[-1],
             "lengthscales": dict(
-                zip(space.feature_names(), model.covar_module.lengthscale.squeeze().tolist())
+                zip(space.feature_names(), model.covar_module.lengthscale.detach().squeeze().tolist())
             ),
         }
     picks, ipv = greedy_ivr(covs, noises, len(ref), n, allowed)

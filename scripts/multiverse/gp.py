@@ -48,7 +48,7 @@ def features(space: SearchSpace, universes: Sequence[Mapping[str, Any]]) -> torc
 
 def outcome_scale(model) -> float:
     """The standard deviation used by the model's ``Standardize`` outcome transform."""
-    return float(model.outcome_transform.stdvs.squeeze())
+    return float(model.outcome_transform.stdvs.detach().squeeze())
 
 
 @torch.no_grad()

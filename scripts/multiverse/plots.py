@@ -12,7 +12,7 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from multiverse.gp import dimension_grid, features, posterior_mean_std  # noqa: E402
+from multiverse.gp import dimension_grid, features, outcome_scale, posterior_mean_std  # noqa: E402
 from multiverse.space import SearchSpace  # noqa: E402
 
 LABELS = {
@@ -79,14 +79,14 @@ def posterior_map(
     mean, std = mean.reshape(shape).mean(-1), std.reshape(shape).mean(-1)
     vals = df[metric].to_numpy(dtype=float)
     lo, hi = np.nanmin([mean.min(), np.nanmin(vals)]), np.nanmax([mean.max(), np.nanmax(vals)])
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.4))
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.6), gridspec_kw={"wspace": 0.35})
     for ax, z, title, cmap in ((axes[0], mean, "posterior mean", "viridis"), (axes[1], std, "posterior sd", "magma")):
         cs = ax.contourf(gx, gy, z, levels=20, cmap=cmap, vmin=lo if z is mean else None, vmax=hi if z is mean else None)
         fig.colorbar(cs, ax=ax, label=f"{label(metric)}: {title}")
         sns.scatterplot(
             data=df, x=dx.name, y=dy.name, hue=metric if z is mean else None, palette="viridis" if z is mean else None,
-            hue_norm=(lo, hi) if z is mean else None, style=_hue(space), edgecolor="white", s=45, ax=ax,
-            legend=z is std, color="white" if z is std else None,
+            hue_norm=(lo, hi) if z is mean else None, style=_hue(space), s=45, ax=ax,
+            edgecolor="white" if z is mean else "black", legend=z is std, color="white" if z is std else None,
         )
         if dx.log:
             ax.set_xscale("log")
@@ -96,7 +96,7 @@ def posterior_map(
         ax.set_ylabel(label(dy.name))
         ax.set_title(f"GP {title} of {label(metric)}\n(averaged over the other choices)")
     if axes[1].get_legend() is not None:
-        sns.move_legend(axes[1], "upper left", bbox_to_anchor=(1.25, 1), title="universes")
+        sns.move_legend(axes[1], "upper left", bbox_to_anchor=(1.3, 1), title="universes")
     _save(fig, path)
 
 
@@ -107,7 +107,7 @@ def specification_curve(model, space: SearchSpace, df: pd.DataFrame, metric: str
     from multiverse.report import universes_of
 
     mean, std = posterior_mean_std(model, features(space, universes_of(d, space)))
-    noise_sd = float(model.likelihood.noise.squeeze().sqrt()) * float(model.outcome_transform.stdvs.squeeze())
+    noise_sd = float(model.likelihood.noise.detach().squeeze().sqrt()) * outcome_scale(model)
     pred_sd = np.sqrt(std**2 + noise_sd**2)
     rows: list[tuple[str, np.ndarray]] = []
     for dim in space.dimensions:
@@ -130,7 +130,7 @@ def specification_curve(model, space: SearchSpace, df: pd.DataFrame, metric: str
     top.set_title(f"Specification curve: {label(metric)} of every universe, ranked")
     top.legend(loc="upper left", fontsize=7)
     for r, (_, mask) in enumerate(rows):
-        bottom.scatter(x[mask], np.full(mask.sum(), r), s=10, color="k", marker="|")
+        bottom.scatter(x[mask], np.full(mask.sum(), r), s=12, color="k", marker="s")
     bottom.set_yticks(range(len(rows)), [name for name, _ in rows], fontsize=7)
     bottom.set_ylim(len(rows) - 0.5, -0.5)
     bottom.set_xlabel("universe rank")

@@ -35,7 +35,7 @@ def universe_files(name, rounds):
 
 def shard_files(name):
     """`name` of every universe of the shard {round}/{shard} (those wildcards kept)."""
-    return expand(OUT + "/universes/r{{round}}/s{{shard}}/u{slot}/" + name, slot=SLOTS)
+    return expand(f"{OUT}/universes/r{{{{round}}}}/s{{{{shard}}}}/u{{slot}}/{name}", slot=SLOTS)
 
 
 def previous_metrics(wildcards):

@@ -1,8 +1,8 @@
 rule prepare_data:
     output:
-        OUT + "/data/dataset.npz",
+        f"{OUT}/data/dataset.npz",
     log:
-        OUT + "/logs/prepare_data.log",
+        f"{OUT}/logs/prepare_data.log",
     params:
         dataset=config["data"]["dataset"],
         split=config["data"]["split"],

@@ -2,11 +2,11 @@ rule design:
     input:
         previous_metrics,
     output:
-        OUT + "/design/round_{round}.json",
+        f"{OUT}/design/round_{{round}}.json",
     log:
-        OUT + "/logs/design/round_{round}.log",
+        f"{OUT}/logs/design/round_{{round}}.log",
     benchmark:
-        OUT + "/benchmark/design/round_{round}.tsv"
+        f"{OUT}/benchmark/design/round_{{round}}.tsv"
     params:
         space=config["space"],
         design=config["design"],

@@ -1,14 +1,14 @@
 rule metrics:
     input:
-        data=OUT + "/data/dataset.npz",
+        data=f"{OUT}/data/dataset.npz",
         models=shard_files("model.pt"),
         records=shard_files("train.json"),
     output:
         shard_files("metrics.json"),
     log:
-        OUT + "/logs/metrics/r{round}_s{shard}.log",
+        f"{OUT}/logs/metrics/r{{round}}_s{{shard}}.log",
     benchmark:
-        OUT + "/benchmark/metrics/r{round}_s{shard}.tsv"
+        f"{OUT}/benchmark/metrics/r{{round}}_s{{shard}}.tsv"
     params:
         model=config["model"],
     threads: config["training"].get("threads", 1)

@@ -1,14 +1,14 @@
 rule train:
     input:
-        design=OUT + "/design/round_{round}.json",
-        data=OUT + "/data/dataset.npz",
+        design=f"{OUT}/design/round_{{round}}.json",
+        data=f"{OUT}/data/dataset.npz",
     output:
         models=shard_files("model.pt"),
         records=shard_files("train.json"),
     log:
-        OUT + "/logs/train/r{round}_s{shard}.log",
+        f"{OUT}/logs/train/r{{round}}_s{{shard}}.log",
     benchmark:
-        OUT + "/benchmark/train/r{round}_s{shard}.tsv"
+        f"{OUT}/benchmark/train/r{{round}}_s{{shard}}.tsv"
     params:
         model=config["model"],
         training=config["training"],

@@ -1,0 +1,86 @@
+"""Claim verdicts on made-up multiverses whose answer is known."""
+import numpy as np
+import pandas as pd
+import pytest
+
+from multiverse.claims import gp_verdict, judge, observed_verdict
+from multiverse.gp import fit_gp
+from multiverse.report import claims_table, reference_universes
+from multiverse.space import SearchSpace
+
+SPACE = {
+    "optimizer": {"type": "categorical", "choices": ["sgd", "adam"]},
+    "lr": {"type": "float", "low": 1e-4, "high": 1.0, "log": True},
+}
+CLAIM = {"name": "c", "metric": "m", "dimension": "optimizer", "a": ["adam"], "b": ["sgd"], "relation": ">="}
+
+
+def _multiverse(effect, noise=0.02, n=40, seed=0):
+    space = SearchSpace.from_config(SPACE)
+    us = space.sobol(n, seed)
+    rng = np.random.default_rng(seed)
+    lr = np.log10([u["lr"] for u in us])
+    y = np.array([0.6 + 0.05 * l + (effect(l) if u["optimizer"] == "adam" else 0.0) for u, l in zip(us, lr)])
+    return space, us, y + noise * rng.standard_normal(n)
+
+
+def _verdicts(effect, noise=0.02, seed=0):
+    space, us, y = _multiverse(effect, noise, seed=seed)
+    model = fit_gp(space, us, y, seed=0)
+    base = reference_universes(space, 64, 1, fix="optimizer")
+    gp = gp_verdict(model, space, CLAIM, base, 256, seed=0)
+    obs = observed_verdict(y, [u["optimizer"] for u in us], CLAIM, 1000, seed=0)
+    return gp, obs
+
+
+def test_claim_that_holds_everywhere():
+    gp, obs = _verdicts(lambda l: 0.1)
+    assert gp["verdict"] == obs["verdict"] == "holds"
+    assert gp["effect_lo"] < 0.1 < gp["effect_hi"]
+    assert gp["fraction_holds_lo"] > 0.9
+
+
+def test_claim_that_holds_nowhere():
+    gp, obs = _verdicts(lambda l: -0.1)
+    assert gp["verdict"] == obs["verdict"] == "fails"
+    assert gp["effect_lo"] < -0.1 < gp["effect_hi"]
+    assert gp["fraction_holds_hi"] < 0.1
+
+
+def test_claim_that_flips_on_a_boundary():
+    # adam better for lr > 1e-2 (log10 lr > -2), worse below: holds on half the space
+    gp, _ = _verdicts(lambda l: 0.1 * np.sign(l + 2), noise=0.01)
+    assert gp["fraction_holds_lo"] < 0.5 < gp["fraction_holds_hi"]
+    assert 0.3 < gp["fraction_holds"] < 0.7
+
+
+def test_pure_noise_is_rarely_a_confident_verdict():
+    # Under no effect P(holds) is roughly uniform: a confident verdict ~10% of the time
+    # and a 95% interval that misses zero ~5% of the time.
+    gps = [_verdicts(lambda l: 0.0, noise=0.05, seed=s)[0] for s in range(6)]
+    assert sum(g["verdict"] == "uncertain" for g in gps) >= 4
+    assert sum(g["effect_lo"] < 0 < g["effect_hi"] for g in gps) >= 5
+
+
+def test_observed_bootstrap_interval_covers_the_truth():
+    rng = np.random.default_rng(0)
+    covered = 0
+    for i in range(100):
+        a, b = rng.normal(0.3, 1, 30), rng.normal(0.0, 1, 30)
+        v = observed_verdict(np.r_[a, b], ["adam"] * 30 + ["sgd"] * 30, CLAIM, 500, seed=i)
+        covered += v["effect_lo"] < 0.3 < v["effect_hi"]
+    assert 88 <= covered <= 99  # nominal 95%
+
+
+def test_judge_reports_disagreement():
+    assert judge({"verdict": "holds"}, {"verdict": "holds"})["agree"] is True
+    j = judge({"verdict": "holds"}, {"verdict": "uncertain"})
+    assert j["agree"] is False and "disagree" in j["summary"]
+    assert judge({"verdict": "holds"}, {"verdict": "too few universes"})["agree"] is None
+
+
+def test_claims_table_gives_every_estimate_an_interval():
+    gp, obs = _verdicts(lambda l: 0.1)
+    t = claims_table([{"statement": "adam >= sgd", "gp": gp, "observed": obs, **judge(gp, obs)}])
+    assert "[" in t.loc[0, "GP effect [95% CrI]"] and "[" in t.loc[0, "observed effect [95% CI]"]
+    assert isinstance(t, pd.DataFrame) and len(t) == 1

@@ -1,0 +1,62 @@
+"""Config checks: the JSON schema through snakemake's validate, then the cross-key checks."""
+from pathlib import Path
+
+import pytest
+from snakemake.exceptions import WorkflowError
+from snakemake.utils import validate
+
+from multiverse.config import ConfigError, check_config, config_hash, derive_seed, round_sizes
+
+SCHEMA = str(Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "config.schema.yaml")
+
+
+def test_default_config_is_valid(config):
+    validate(config, SCHEMA)
+    check_config(config)
+    assert sum(round_sizes(config)) == 48
+
+
+def test_schema_rejects_unknown_dimension_type(config):
+    config["space"]["lr"]["type"] = "floaty"
+    with pytest.raises(WorkflowError, match="floaty"):
+        validate(config, SCHEMA)
+
+
+def test_schema_rejects_empty_choices(config):
+    config["space"]["optimizer"]["choices"] = []
+    with pytest.raises(WorkflowError, match="choices"):
+        validate(config, SCHEMA)
+
+
+def test_schema_rejects_unknown_top_level_key(config):
+    config["trainig"] = {}
+    with pytest.raises(WorkflowError, match="trainig"):
+        validate(config, SCHEMA)
+
+
+@pytest.mark.parametrize(
+    "edit, key",
+    [
+        (lambda c: c["space"]["lr"].update(low=1.0, high=1e-4), "space.lr.low"),
+        (lambda c: c["space"]["weight_decay"].update(low=0.0), "space.weight_decay.low"),
+        (lambda c: c["data"].update(dataset="imagenet"), "data.dataset"),
+        (lambda c: c["data"]["split"].update(train=0.7), "data.split"),
+        (lambda c: c["design"].update(batch=6), "design.batch"),
+        (lambda c: c["design"].update(outcomes=["test_accuracy"]), "design.outcomes[0]"),
+        (lambda c: c["claims"][0].update(dimension="momentum"), "claims[0].dimension"),
+        (lambda c: c["claims"][0].update(a=["adamw"]), "claims[0].a"),
+        (lambda c: c["claims"][1].update(metric="sharpness"), "claims[1].metric"),
+        (lambda c: c["space"]["optimizer"].update(choices=["sgd", "lion"]), "space.optimizer.choices"),
+    ],
+)
+def test_cross_key_errors_name_the_key(config, edit, key):
+    edit(config)
+    with pytest.raises(ConfigError) as err:
+        check_config(config)
+    assert err.value.key == key
+    assert f"'{key}'" in str(err.value) and "expected" in str(err.value)
+
+
+def test_hash_and_seeds_are_stable(config):
+    assert config_hash(config) == config_hash(dict(reversed(list(config.items()))))
+    assert derive_seed(1, 2, 3) == derive_seed(1, 2, 3) != derive_seed(1, 3, 2)

@@ -1,0 +1,79 @@
+import json
+import logging
+import math
+
+import torch
+
+from multiverse.train import failed_record, metrics_shard, train_shard, train_universe, universe_metrics
+
+U = {"optimizer": "adam", "lr": 3e-3, "weight_decay": 1e-5, "batch_size": 64}
+KW = dict(epochs=3, width=16, depth=1)
+
+
+def test_training_is_deterministic(digits):
+    s1, r1 = train_universe(digits, U, seed=5, **KW)
+    s2, r2 = train_universe(digits, U, seed=5, **KW)
+    s3, _ = train_universe(digits, U, seed=6, **KW)
+    assert all(torch.equal(s1[k], s2[k]) for k in s1)
+    assert r1["history"] == r2["history"]
+    assert not torch.equal(s1["0.weight"], s3["0.weight"])
+
+
+def test_history_has_every_epoch(digits):
+    _, r = train_universe(digits, U, seed=1, **KW)
+    assert r["status"] == "ok" and r["epochs_run"] == 3
+    assert [h["epoch"] for h in r["history"]] == [1, 2, 3]
+    for h in r["history"]:
+        assert set(h) == {"epoch", "train_loss", "train_acc", "val_loss", "val_acc"}
+        assert 0 <= h["val_acc"] <= 1 and h["train_loss"] > 0
+    assert r["history"][-1]["val_acc"] > 0.5
+
+
+def test_divergence_is_recorded_not_raised(digits):
+    state, r = train_universe(digits, {**U, "optimizer": "sgd", "lr": 1e12}, seed=1, **KW)
+    assert r["status"] == "diverged" and r["diverged_epoch"] == 1
+    m = universe_metrics(digits, state, r, width=16, depth=1)
+    assert m["test_acc"] == m["train_acc"] == 1 / r["n_classes"]
+    assert math.isnan(m["test_loss"]) and m["gap"] == 0
+
+
+def test_metrics_and_gap(digits):
+    state, r = train_universe(digits, U, seed=1, **KW)
+    m = universe_metrics(digits, state, r, width=16, depth=1)
+    assert set(m) == {"train_acc", "train_loss", "val_acc", "val_loss", "test_acc", "test_loss", "gap"}
+    assert m["gap"] == m["train_acc"] - m["test_acc"]
+    assert m["test_acc"] > 0.5
+
+
+def test_failed_universe_gets_nan_metrics(digits):
+    r = failed_record(RuntimeError("out of memory"))
+    m = universe_metrics(digits, {}, r, width=16, depth=1)
+    assert r["status"] == "failed" and "out of memory" in r["error"]
+    assert all(math.isnan(v) for v in m.values())
+
+
+def test_shard_writes_one_file_per_universe_and_records_failures(digits, tmp_path):
+    import numpy as np
+
+    data = tmp_path / "data.npz"
+    np.savez(data, **digits)
+    universes = [
+        {"id": "r0u000", "round": 0, "index": 0, "shard": 0, "slot": 0, "seed": 3, "params": U},
+        {"id": "r0u001", "round": 0, "index": 1, "shard": 0, "slot": 1, "seed": 4,
+         "params": {**U, "optimizer": "lbfgs-not-known"}},
+    ]
+    models = [str(tmp_path / f"u{k}.pt") for k in range(2)]
+    records = [str(tmp_path / f"u{k}.json") for k in range(2)]
+    outs = [str(tmp_path / f"m{k}.json") for k in range(2)]
+    log = logging.getLogger("test")
+    train_shard(str(data), universes, {"width": 16, "depth": 1}, {"epochs": 2}, models, records, log)
+    metrics_shard(str(data), models, records, {"width": 16, "depth": 1}, outs, log)
+    ok, failed = (json.load(open(p)) for p in outs)
+    assert ok["status"] == "ok" and ok["metrics"]["test_acc"] > 0.3 and ok["params"] == U
+    assert failed["status"] == "failed" and "lbfgs" in failed["error"]
+    assert math.isnan(failed["metrics"]["test_acc"])
+    # the same universe trained alone gives the same weights: shards do not interact
+    alone, _ = train_universe(digits, U, seed=3, epochs=2, width=16, depth=1)
+    saved = torch.load(models[0], weights_only=True)
+    assert all(torch.equal(alone[k], saved[k]) for k in alone)
+    assert not list(tmp_path.glob("*.tmp")), "no partial files are left behind"
