@@ -66,7 +66,7 @@ def outcomes_vs_dimensions(df: pd.DataFrame, space: SearchSpace, metrics: Sequen
 
 def posterior_map(
     model, space: SearchSpace, df: pd.DataFrame, metric: str, dims: Sequence[str],
-    base: Sequence[Mapping[str, Any]], path: str, n: int = 30,
+    base: Sequence[Mapping[str, Any]], path: str, n: int = 25,
 ) -> None:
     """Posterior mean and standard deviation over two dimensions, averaged over the others,
     with the observed universes drawn on top in the same colour scale."""

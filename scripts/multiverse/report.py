@@ -149,7 +149,7 @@ def build_report(
     atomic_write(claims_csv, lambda tmp: claims_table(result["claims"]).to_csv(tmp, index=False))
     plots.claims_forest(result["claims"], claims_png)
     plots.outcomes_vs_dimensions(df, space, metrics, outcomes_png)
-    base = reference_universes(space, max(8, config["report"]["reference"] // 4), derive_seed(config["seed"], 8))
+    base = reference_universes(space, max(4, config["report"]["reference"] // 8), derive_seed(config["seed"], 8))
     for m, map_png, curve_png in zip(metrics, map_pngs, curve_pngs):
         dims = top_numeric(space, result["influence"][m])
         plots.posterior_map(models[m], space, df, m, dims, base, map_png)

@@ -87,4 +87,5 @@ def step_logger(path: str | Path) -> "logging.Logger":
         format="%(asctime)s %(levelname)s %(message)s", force=True,
     )
     logging.captureWarnings(True)
+    logging.getLogger("multiverse").info("step started")
     return logging.getLogger("multiverse")

@@ -1,0 +1,116 @@
+"""End to end: the real workflow with snakemake on the tiny config (2 rounds x 2 universes x 2 epochs)."""
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ROOT / "tests" / "config" / "tiny.yaml"
+OUT = Path("results/tiny")
+
+
+def make_checkout(dest: Path) -> Path:
+    """A copy of the workflow's files, so a test run never touches the repo's results/."""
+    for d in ("workflow", "scripts", "config", "envs"):
+        shutil.copytree(ROOT / d, dest / d, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(TINY, dest / "tiny.yaml")
+    return dest
+
+
+def snakemake(cwd: Path, *args: str) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "snakemake", "--configfile", "tiny.yaml", *args]
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=900)
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    cwd = make_checkout(tmp_path_factory.mktemp("tiny"))
+    res = snakemake(cwd, "--cores", "2")
+    assert res.returncode == 0, res.stderr[-3000:]
+    return cwd
+
+
+def test_lint_is_clean(tmp_path):
+    cwd = make_checkout(tmp_path)
+    res = snakemake(cwd, "--lint")
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert "Congratulations" in res.stdout + res.stderr
+    assert "Lints for" not in res.stdout + res.stderr
+
+
+def test_design_rounds(run):
+    r0 = json.loads((run / OUT / "design/round_0.json").read_text())
+    r1 = json.loads((run / OUT / "design/round_1.json").read_text())
+    assert r0["strategy"] == "sobol" and r1["strategy"] == "gp-ivr"
+    assert len(r0["universes"]) == len(r1["universes"]) == 2
+    assert r0["n_previous"] == 0 and r1["n_previous"] == 2  # round 1 read round 0's results
+    assert set(r1["diagnostics"]["outcomes"]) == {"test_acc", "gap"}
+    assert [u["id"] for u in r1["universes"]] == ["r1u000", "r1u001"]
+
+
+def test_every_universe_has_its_files(run):
+    for r in (0, 1):
+        for k in (0, 1):
+            u = run / OUT / f"universes/r{r}/s0/u{k}"
+            train = json.loads((u / "train.json").read_text())
+            assert train["status"] in ("ok", "diverged") and (u / "model.pt").stat().st_size > 0
+            assert len(train["history"]) == train["epochs_run"] <= 2
+            metrics = json.loads((u / "metrics.json").read_text())["metrics"]
+            assert metrics["gap"] == pytest.approx(metrics["train_acc"] - metrics["test_acc"])
+
+
+def test_multiverse_table(run):
+    df = pd.read_parquet(run / OUT / "multiverse.parquet")
+    assert len(df) == 4 and list(df["id"]) == ["r0u000", "r0u001", "r1u000", "r1u001"]
+    for col in ("round", "seed", "optimizer", "lr", "weight_decay", "batch_size", "train_acc", "val_acc",
+                "test_acc", "train_loss", "val_loss", "test_loss", "gap", "status", "config_hash",
+                "version_torch", "version_botorch", "version_pandas"):
+        assert col in df.columns, col
+    assert df["test_acc"].between(0, 1).all()
+    csv = pd.read_csv(run / OUT / "multiverse.csv")
+    assert list(csv["id"]) == list(df["id"])
+
+
+def test_claims_and_figures(run):
+    claims = json.loads((run / OUT / "report/claims.json").read_text())
+    assert [c["name"] for c in claims["claims"]] == ["adam_vs_sgd", "adaptive_gap"]
+    for c in claims["claims"]:
+        g = c["gp"]
+        assert 0 <= g["p_holds"] <= 1 and g["effect_lo"] <= g["effect"] <= g["effect_hi"]
+        assert g["verdict"] in ("holds", "fails", "uncertain")
+        assert "observed" in c and "summary" in c
+    for png in ("claims", "outcomes_vs_dimensions", "posterior_map_test_acc", "posterior_map_gap",
+                "specification_curve_test_acc", "specification_curve_gap"):
+        assert (run / OUT / f"report/{png}.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_rerun_has_nothing_to_do(run):
+    res = snakemake(run, "-n", "--cores", "1")
+    assert res.returncode == 0 and "Nothing to be done" in res.stdout + res.stderr
+
+
+def test_snakemake_report(run):
+    res = snakemake(run, "--report", "report.html")
+    assert res.returncode == 0, res.stderr[-3000:]
+    html = (run / "report.html").read_text()
+    for name in ("claims.csv", "claims.png", "posterior_map_test_acc.png", "specification_curve_gap.png",
+                 "Specification curve", "Summary of claims"):
+        assert name in html, name
+
+
+def test_same_config_gives_identical_tables(run, tmp_path):
+    """A second run from scratch, with one core, reproduces the designs and the table."""
+    cwd = make_checkout(tmp_path)
+    res = snakemake(cwd, "--cores", "1")
+    assert res.returncode == 0, res.stderr[-3000:]
+    for f in ("design/round_0.json", "design/round_1.json", "multiverse.csv"):
+        a, b = (run / OUT / f).read_bytes(), (cwd / OUT / f).read_bytes()
+        if f.startswith("design"):
+            a, b = (json.loads(x)["universes"] for x in (a, b))
+        assert a == b, f
+    pd.testing.assert_frame_equal(pd.read_parquet(run / OUT / "multiverse.parquet"),
+                                  pd.read_parquet(cwd / OUT / "multiverse.parquet"))
