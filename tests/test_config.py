@@ -60,3 +60,17 @@ def test_cross_key_errors_name_the_key(config, edit, key):
 def test_hash_and_seeds_are_stable(config):
     assert config_hash(config) == config_hash(dict(reversed(list(config.items()))))
     assert derive_seed(1, 2, 3) == derive_seed(1, 2, 3) != derive_seed(1, 3, 2)
+
+
+def test_parsing_the_workflow_needs_no_heavy_imports():
+    """common.smk imports multiverse.config in snakemake's own environment (no torch there with --sdm conda)."""
+    import subprocess
+    import sys
+
+    scripts = Path(SCHEMA).parents[2] / "scripts"
+    code = (
+        f"import sys; sys.path.insert(0, {str(scripts)!r}); import multiverse.config; "
+        "heavy = [m for m in ('numpy', 'torch', 'botorch', 'pandas') if m in sys.modules]; "
+        "assert not heavy, heavy"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -1,5 +1,6 @@
 """The study's config: checks the schema cannot express, hashing, and the round layout.
 
+This module is imported when the Snakefile is parsed, so it needs only PyYAML.
 The JSON schema (``workflow/schemas/config.schema.yaml``) is applied by snakemake's
 ``validate`` first; :func:`check_config` then checks what depends on several keys at
 once. Both run when the workflow is parsed, before any job.
@@ -12,7 +13,6 @@ import json
 from pathlib import Path
 from typing import Any, Mapping
 
-import numpy as np
 import yaml
 
 from multiverse import METRICS
@@ -118,6 +118,12 @@ def n_shards(config: Mapping[str, Any], round_: int) -> int:
     return round_sizes(config)[round_] // config["training"]["shard_size"]
 
 
+def report_metrics(config: Mapping[str, Any]) -> list[str]:
+    """Metrics the report shows: those the claims name, then the design's outcomes."""
+    names = [c["metric"] for c in config.get("claims", [])] + list(config["design"]["outcomes"])
+    return list(dict.fromkeys(names))
+
+
 def universe_id(round_: int, index: int) -> str:
     return f"r{round_}u{index:03d}"
 
@@ -130,4 +136,6 @@ def shard_of(config: Mapping[str, Any], index: int) -> tuple[int, int]:
 
 def derive_seed(seed: int, *keys: int) -> int:
     """A 31-bit seed derived from the study seed and integer keys (round, index, ...)."""
+    import numpy as np  # here, so that parsing the Snakefile needs no numpy
+
     return int(np.random.SeedSequence([int(seed), *map(int, keys)]).generate_state(1)[0] >> 1)

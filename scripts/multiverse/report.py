@@ -11,15 +11,9 @@ import numpy as np
 import pandas as pd
 
 from multiverse.claims import gp_verdict, judge, observed_verdict
-from multiverse.config import derive_seed
+from multiverse.config import derive_seed, report_metrics
 from multiverse.gp import fit_gp, influence
 from multiverse.space import SearchSpace
-
-
-def report_metrics(config: Mapping[str, Any]) -> list[str]:
-    """Metrics the report shows: those the claims name, then the design's outcomes."""
-    names = [c["metric"] for c in config.get("claims", [])] + list(config["design"]["outcomes"])
-    return list(dict.fromkeys(names))
 
 
 def reference_universes(space: SearchSpace, n: int, seed: int, fix: str | None = None) -> list[dict]:

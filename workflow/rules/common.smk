@@ -5,8 +5,13 @@ from snakemake.utils import validate
 
 # The step scripts' library lives beside them in scripts/multiverse.
 sys.path.insert(0, str(Path(workflow.basedir).parent / "scripts"))
-from multiverse.config import check_config, config_hash, n_shards, round_sizes  # noqa: E402
-from multiverse.report import report_metrics  # noqa: E402
+from multiverse.config import (  # noqa: E402
+    check_config,
+    config_hash,
+    n_shards,
+    report_metrics,
+    round_sizes,
+)
 
 
 validate(config, "../schemas/config.schema.yaml")
