@@ -138,27 +138,27 @@ def specification_curve(model, space: SearchSpace, df: pd.DataFrame, metric: str
 
 
 def claims_forest(claims: Sequence[Mapping[str, Any]], path: str) -> None:
-    """Each claim's effect with its 95% interval: GP (credible) and observed (bootstrap)."""
+    """Each claim's effect with its 95% interval: GP (credible) and observed (bootstrap).
+
+    One panel per claim, each on its own scale since claims compare different metrics.
+    """
     sns.set_theme(style="whitegrid", context="paper")
-    rows = []
-    for c in claims:
-        for src, key in (("GP surrogate", "gp"), ("observed universes", "observed")):
+    n = max(1, len(claims))
+    fig, axes = plt.subplots(n, 1, figsize=(8, 1.6 * n + 0.6), squeeze=False)
+    for ax, c in zip(axes[:, 0], claims):
+        for k, (src, key) in enumerate((("GP surrogate (95% CrI)", "gp"), ("observed universes (95% bootstrap CI)", "observed"))):
             e = c[key]
-            rows.append({"claim": c["statement"], "source": src, "effect": e["effect"],
-                         "lo": e["effect_lo"], "hi": e["effect_hi"], "p": e["p_holds"]})
-    t = pd.DataFrame(rows)
-    fig, ax = plt.subplots(figsize=(8, 1.0 + 0.9 * max(1, len(claims))))
-    ypos = {c: i for i, c in enumerate(dict.fromkeys(t["claim"]))}
-    for k, (src, g) in enumerate(t.groupby("source", sort=False)):
-        y = g["claim"].map(ypos).to_numpy() + (k - 0.5) * 0.3
-        ax.errorbar(g["effect"], y, xerr=[g["effect"] - g["lo"], g["hi"] - g["effect"]], fmt="o",
-                    capsize=3, label=src, color=f"C{k}")
-        for yy, e, p in zip(y, g["effect"], g["p"]):
-            ax.annotate(f"P(holds)={p:.2f}", (e, yy), textcoords="offset points", xytext=(6, 4), fontsize=7)
-    ax.axvline(0, color="k", lw=0.8)
-    ax.set_yticks(list(ypos.values()), list(ypos.keys()))
-    ax.set_ylim(len(ypos) - 0.5, -0.5)
-    ax.set_xlabel("effect: mean(metric | a) - mean(metric | b), with 95% interval")
-    ax.set_title("Claims: GP verdict beside the observed universes")
-    ax.legend(loc="best", fontsize=8)
+            if not np.isfinite(e["effect"]):
+                continue
+            ax.errorbar([e["effect"]], [k], xerr=[[e["effect"] - e["effect_lo"]], [e["effect_hi"] - e["effect"]]],
+                        fmt="o", capsize=4, color=f"C{k}", label=src)
+            ax.annotate(f"P(holds) = {e['p_holds']:.2f}", (e["effect"], k), textcoords="offset points",
+                        xytext=(6, 5), fontsize=7)
+        ax.axvline(0, color="k", lw=0.8)
+        ax.set_yticks([0, 1], ["GP", "observed"])
+        ax.set_ylim(1.6, -0.6)
+        ax.set_title(f"{c['statement']}  [{c['claim']['metric']}]: {c['summary']}", fontsize=8)
+        ax.set_xlabel(f"effect on {label(c['claim']['metric'])}: mean | a - mean | b")
+    fig.suptitle("Claims: GP verdict beside the observed universes, 95% intervals", y=1.0)
+    fig.tight_layout()
     _save(fig, path)
