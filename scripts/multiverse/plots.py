@@ -31,6 +31,23 @@ def _hue(space: SearchSpace) -> str | None:
     return space.categorical[0].name if space.categorical else None
 
 
+def _hue_order(space: SearchSpace) -> list | None:
+    return list(space.categorical[0].choices) if space.categorical else None
+
+
+def _log_axis(ax, dim, axis: str = "x") -> None:
+    """Log scale; an integer dimension gets plain ticks at powers of two."""
+    if not dim.log:
+        return
+    getattr(ax, f"set_{axis}scale")("log")
+    if dim.kind == "int":
+        ticks = [2**k for k in range(int(np.ceil(np.log2(dim.low))), int(np.floor(np.log2(dim.high))) + 1)]
+        a = getattr(ax, f"{axis}axis")
+        a.set_major_locator(matplotlib.ticker.FixedLocator(ticks))
+        a.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+        a.set_minor_formatter(matplotlib.ticker.NullFormatter())
+
+
 def _save(fig, path: str) -> None:
     fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
@@ -50,17 +67,17 @@ def outcomes_vs_dimensions(df: pd.DataFrame, space: SearchSpace, metrics: Sequen
             ax = axes[i, j]
             if d.is_categorical:
                 sns.stripplot(data=data, x=d.name, y=m, hue=d.name, order=list(d.choices), ax=ax,
-                              legend=False, size=5, jitter=0.2)
+                              hue_order=list(d.choices), legend=False, size=5, jitter=0.2)
             else:
-                sns.scatterplot(data=data, x=d.name, y=m, hue=hue, style="status", ax=ax,
-                                legend=(i == 0 and j == len(space.dimensions) - 1), s=30)
-                if d.log:
-                    ax.set_xscale("log")
+                sns.scatterplot(data=data, x=d.name, y=m, hue=hue, hue_order=_hue_order(space), style="status",
+                                ax=ax, legend=(i == 0 and j == len(space.dimensions) - 1), s=30)
+                _log_axis(ax, d)
             ax.set_xlabel(label(d.name))
             ax.set_ylabel(label(m) if j == 0 else "")
     if axes[0, -1].get_legend() is not None:
         sns.move_legend(axes[0, -1], "upper left", bbox_to_anchor=(1.02, 1))
-    fig.suptitle("Each outcome against each choice (one point per universe)", y=1.01)
+    fig.suptitle("Each outcome against each choice (one point per universe)")
+    fig.tight_layout()
     _save(fig, path)
 
 
@@ -85,13 +102,11 @@ def posterior_map(
         fig.colorbar(cs, ax=ax, label=f"{label(metric)}: {title}")
         sns.scatterplot(
             data=df, x=dx.name, y=dy.name, hue=metric if z is mean else None, palette="viridis" if z is mean else None,
-            hue_norm=(lo, hi) if z is mean else None, style=_hue(space), s=45, ax=ax,
+            hue_norm=(lo, hi) if z is mean else None, style=_hue(space), style_order=_hue_order(space), s=45, ax=ax,
             edgecolor="white" if z is mean else "black", legend=z is std, color="white" if z is std else None,
         )
-        if dx.log:
-            ax.set_xscale("log")
-        if dy.log:
-            ax.set_yscale("log")
+        _log_axis(ax, dx, "x")
+        _log_axis(ax, dy, "y")
         ax.set_xlabel(label(dx.name))
         ax.set_ylabel(label(dy.name))
         ax.set_title(f"GP {title} of {label(metric)}\n(averaged over the other choices)")
@@ -125,7 +140,7 @@ def specification_curve(model, space: SearchSpace, df: pd.DataFrame, metric: str
     top.fill_between(x, mean - 1.96 * pred_sd, mean + 1.96 * pred_sd, color="C0", alpha=0.2,
                      label="GP 95% predictive interval")
     hue = _hue(space)
-    sns.scatterplot(x=x, y=d[metric], hue=d[hue] if hue else None, ax=top, s=28, zorder=3)
+    sns.scatterplot(x=x, y=d[metric], hue=d[hue] if hue else None, hue_order=_hue_order(space), ax=top, s=28, zorder=3)
     top.set_ylabel(label(metric))
     top.set_title(f"Specification curve: {label(metric)} of every universe, ranked")
     top.legend(loc="upper left", fontsize=7)
