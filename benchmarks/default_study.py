@@ -71,7 +71,7 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory() as tmp:
         cwd = Path(tmp)
-        for d in ("workflow", "scripts", "config", "envs"):
+        for d in ("workflow", "scripts", "config", "envs", "profiles"):
             shutil.copytree(ROOT / d, cwd / d, ignore=shutil.ignore_patterns("__pycache__"))
         cmd = [sys.executable, "-m", "snakemake", "--cores", str(args.cores), "--configfile", args.config, "--quiet"]
         start = time.perf_counter()

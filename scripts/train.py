@@ -11,4 +11,6 @@ universes = [u for u in read_json(snakemake.input.design)["universes"] if u["sha
 train_shard(
     snakemake.input.data, universes, snakemake.params.model, snakemake.params.training,
     snakemake.output.models, snakemake.output.records, log,
+    # not a param: changing how often to retry must not rerun finished universes
+    retries=snakemake.config["training"].get("retries", 1),
 )

@@ -1,8 +1,11 @@
 import copy
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -26,3 +29,57 @@ def digits():
     from multiverse.data import load_dataset, split_dataset
 
     return split_dataset(*load_dataset("digits"), {"train": 0.6, "validation": 0.2, "test": 0.2}, seed=0)
+
+
+# --- running the real workflow ------------------------------------------------------
+TINY = ROOT / "tests" / "config" / "tiny.yaml"
+CHECKOUT = ("workflow", "scripts", "config", "envs", "profiles")
+
+
+def make_checkout(dest: Path, **edits) -> Path:
+    """A copy of the workflow's files with the tiny config as ``tiny.yaml``, so a test
+    run never touches the repo's results/. ``edits`` update config sections."""
+    for d in CHECKOUT:
+        shutil.copytree(ROOT / d, dest / d, ignore=shutil.ignore_patterns("__pycache__"))
+    write_config(dest, load_config(TINY), **edits)
+    return dest
+
+
+def write_config(cwd: Path, config: dict, **edits) -> dict:
+    config = copy.deepcopy(config)
+    for section, values in edits.items():
+        if isinstance(values, dict):
+            config[section].update(values)
+        else:
+            config[section] = values
+    (cwd / "tiny.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
+    return config
+
+
+def snakemake(cwd: Path, *args: str, timeout: int = 900) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "snakemake", "--configfile", "tiny.yaml", *args]
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+
+
+def planned_jobs(res: subprocess.CompletedProcess) -> dict[str, int]:
+    """Rule -> job count from the 'Job stats' table of a dry run."""
+    out, jobs, in_table = res.stdout + res.stderr, {}, False
+    for line in out.splitlines():
+        parts = line.split()
+        if parts[:2] == ["job", "count"]:
+            in_table = True
+            continue
+        if in_table and len(parts) == 2 and parts[1].isdigit() and parts[0] != "total":
+            jobs[parts[0]] = int(parts[1])
+        elif in_table and parts and parts[0] == "total":
+            break
+    return jobs
+
+
+@pytest.fixture(scope="session")
+def tiny_run(tmp_path_factory):
+    """The tiny study, run once to the end with 2 cores."""
+    cwd = make_checkout(tmp_path_factory.mktemp("tiny"))
+    res = snakemake(cwd, "--cores", "2")
+    assert res.returncode == 0, res.stderr[-3000:]
+    return cwd

@@ -1,37 +1,17 @@
 """End to end: the real workflow with snakemake on the tiny config (2 rounds x 2 universes x 2 epochs)."""
 import json
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import make_checkout, snakemake
 
-ROOT = Path(__file__).resolve().parents[1]
-TINY = ROOT / "tests" / "config" / "tiny.yaml"
 OUT = Path("results/tiny")
 
 
-def make_checkout(dest: Path) -> Path:
-    """A copy of the workflow's files, so a test run never touches the repo's results/."""
-    for d in ("workflow", "scripts", "config", "envs"):
-        shutil.copytree(ROOT / d, dest / d, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy(TINY, dest / "tiny.yaml")
-    return dest
-
-
-def snakemake(cwd: Path, *args: str) -> subprocess.CompletedProcess:
-    cmd = [sys.executable, "-m", "snakemake", "--configfile", "tiny.yaml", *args]
-    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=900)
-
-
-@pytest.fixture(scope="module")
-def run(tmp_path_factory):
-    cwd = make_checkout(tmp_path_factory.mktemp("tiny"))
-    res = snakemake(cwd, "--cores", "2")
-    assert res.returncode == 0, res.stderr[-3000:]
-    return cwd
+@pytest.fixture
+def run(tiny_run):
+    return tiny_run
 
 
 def test_lint_is_clean(tmp_path):

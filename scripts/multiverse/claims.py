@@ -118,6 +118,8 @@ def judge(gp: Mapping[str, Any], observed: Mapping[str, Any]) -> dict[str, Any]:
 
     ``agree`` is None when the observed universes are too few to cross-check.
     """
+    if gp["verdict"] == TOO_FEW:
+        return {"agree": None, "summary": f"no surrogate (too few finished universes); observed universes say {observed['verdict']}"}
     if observed["verdict"] == TOO_FEW:
         return {"agree": None, "summary": f"GP says {gp['verdict']}; too few observed universes to cross-check"}
     if gp["verdict"] == observed["verdict"]:

@@ -17,7 +17,10 @@ import yaml
 
 from multiverse import METRICS
 
-DATASETS = ("digits",)
+#: Datasets bundled with an installed package, and those read from ``data.path``.
+BUNDLED_DATASETS = ("digits",)
+LOCAL_DATASETS = ("mnist",)
+DATASETS = BUNDLED_DATASETS + LOCAL_DATASETS
 
 
 class ConfigError(ValueError):
@@ -43,10 +46,28 @@ def config_hash(config: Mapping[str, Any]) -> str:
     return hashlib.sha256(blob).hexdigest()[:16]
 
 
+def multiverse_hash(config: Mapping[str, Any]) -> str:
+    """Hash of what defines the universes and their results: everything but the claims,
+    the report settings and the parallelism (threads), so that editing a claim does not
+    change the provenance of the table."""
+    skip = {"claims", "report"}
+    core = {k: v for k, v in config.items() if k not in skip}
+    for section in ("training", "design"):
+        if section in core:
+            core[section] = {k: v for k, v in core[section].items() if k not in ("threads", "retries")}
+    return config_hash(core)
+
+
 def check_config(config: Mapping[str, Any]) -> None:
     """Cross-key checks; raises :class:`ConfigError` naming the first bad key."""
     if config["data"]["dataset"] not in DATASETS:
         raise ConfigError("data.dataset", f"one of {list(DATASETS)}", config["data"]["dataset"])
+    if config["data"]["dataset"] in LOCAL_DATASETS:
+        path = config["data"].get("path")
+        if not path:
+            raise ConfigError("data.path", f"a local folder holding the {config['data']['dataset']} files")
+        if not Path(path).exists():
+            raise ConfigError("data.path", "an existing local path", path)
     split = config["data"]["split"]
     total = split["train"] + split["validation"] + split["test"]
     if abs(total - 1.0) > 1e-9:
@@ -73,6 +94,8 @@ def check_config(config: Mapping[str, Any]) -> None:
             raise ConfigError(f"space.{name}", "a dimension (the trainer needs it)")
     if space["batch_size"]["type"] != "int":
         raise ConfigError("space.batch_size.type", "'int'", space["batch_size"]["type"])
+    if space["batch_size"]["low"] < 1:
+        raise ConfigError("space.batch_size.low", "a batch size >= 1", space["batch_size"]["low"])
 
     design = config["design"]
     shard = config["training"]["shard_size"]
@@ -82,6 +105,21 @@ def check_config(config: Mapping[str, Any]) -> None:
     for i, name in enumerate(design["outcomes"]):
         if name not in METRICS:
             raise ConfigError(f"design.outcomes[{i}]", f"a metric among {list(METRICS)}", name)
+    for i, name in enumerate(config.get("report", {}).get("metrics", [])):
+        if name not in METRICS:
+            raise ConfigError(f"report.metrics[{i}]", f"a metric among {list(METRICS)}", name)
+    size = space_size(space)
+    total = design["initial"] + design["rounds"] * design["batch"]
+    for key, n in (("design.initial", design["initial"]), ("design.batch", design["batch"])):
+        if n > size:
+            raise ConfigError(key, f"at most the {size} distinct universes of the space", n)
+    if total > size:
+        raise ConfigError("design.rounds", f"a budget (initial + rounds * batch) of at most {size} universes", total)
+    combos = 1
+    for spec in space.values():
+        combos *= len(spec["choices"]) if spec["type"] == "categorical" else 1
+    if design.get("candidates", 512) * combos < design["batch"]:
+        raise ConfigError("design.candidates", f"at least batch / {combos} level combinations", design.get("candidates"))
 
     for i, claim in enumerate(config.get("claims", [])):
         key = f"claims[{i}]"
@@ -103,6 +141,16 @@ def check_config(config: Mapping[str, Any]) -> None:
         raise ConfigError("claims", "distinct claim names", names)
 
 
+def space_size(space: Mapping[str, Mapping[str, Any]]) -> float:
+    """Number of distinct universes: infinite with any float dimension."""
+    size = 1.0
+    for spec in space.values():
+        if spec["type"] == "float":
+            return float("inf")
+        size *= len(spec["choices"]) if spec["type"] == "categorical" else spec["high"] - spec["low"] + 1
+    return size
+
+
 #: Optimizers the trainer knows (see ``multiverse.train.make_optimizer``).
 OPTIMIZERS = ("sgd", "momentum", "adam", "rmsprop")
 
@@ -121,6 +169,7 @@ def n_shards(config: Mapping[str, Any], round_: int) -> int:
 def report_metrics(config: Mapping[str, Any]) -> list[str]:
     """Metrics the report shows: those the claims name, then the design's outcomes."""
     names = [c["metric"] for c in config.get("claims", [])] + list(config["design"]["outcomes"])
+    names += list(config.get("report", {}).get("metrics", []))
     return list(dict.fromkeys(names))
 
 

@@ -22,6 +22,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from multiverse.config import derive_seed, universe_id
+from multiverse.gp import MIN_FIT
 from multiverse.space import SearchSpace
 
 STRATEGIES = ("sobol", "gp-ivr")
@@ -139,13 +140,18 @@ def design_round(
     """
     round_seed = derive_seed(seed, round_)
     strategy = "sobol" if round_ == 0 or design["strategy"] == "sobol" else design["strategy"]
-    if strategy == "sobol":
-        # Later Sobol rounds continue the same sequence rather than restarting it.
-        skip = sum(1 for p in previous)
-        universes = space.sobol(skip + n, derive_seed(seed, 0))[skip:]
-        return universes, {"strategy": "sobol"}
     observed = [p["params"] for p in previous]
     outcomes = {m: [p["metrics"][m] for p in previous] for m in design["outcomes"]}
+    # Failed universes have no outcome; a surrogate needs MIN_FIT finite ones.
+    outcomes = {m: y for m, y in outcomes.items() if np.isfinite(np.asarray(y, dtype=float)).sum() >= MIN_FIT}
+    info: dict[str, Any] = {}
+    if strategy != "sobol" and not outcomes:
+        strategy, info = "sobol", {"fallback": f"fewer than {MIN_FIT} finite outcomes to fit a GP"}
+    if strategy == "sobol":
+        # Later Sobol rounds continue the same sequence rather than restarting it.
+        skip = len(previous)
+        universes = space.sobol(skip + n, derive_seed(seed, 0))[skip:]
+        return universes, {"strategy": "sobol", **info}
     universes, info = gp_ivr_round(
         space, observed, outcomes, n, round_seed, design["candidates"], design["reference"]
     )

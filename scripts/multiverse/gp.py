@@ -17,6 +17,10 @@ from multiverse.space import SearchSpace
 
 DTYPE = torch.float64
 
+#: Fewest finite outcomes a surrogate is fitted to; below it the design falls back to
+#: Sobol and the report says there is no surrogate.
+MIN_FIT = 3
+
 
 def fit_gp(space: SearchSpace, universes: Sequence[Mapping[str, Any]], y: Sequence[float], seed: int):
     """Fit a GP of outcome ``y`` on ``universes``; rows with a non-finite ``y`` are left out.
@@ -30,8 +34,8 @@ def fit_gp(space: SearchSpace, universes: Sequence[Mapping[str, Any]], y: Sequen
 
     y = np.asarray(y, dtype=float)
     keep = np.isfinite(y)
-    if keep.sum() < 2:
-        raise ValueError(f"a GP needs at least 2 finite outcomes, got {int(keep.sum())}")
+    if keep.sum() < MIN_FIT:
+        raise ValueError(f"a GP needs at least {MIN_FIT} finite outcomes, got {int(keep.sum())}")
     X = torch.as_tensor(space.encode([u for u, k in zip(universes, keep) if k]), dtype=DTYPE)
     Y = torch.as_tensor(y[keep], dtype=DTYPE).unsqueeze(-1)
     bounds = torch.as_tensor(space.bounds, dtype=DTYPE)

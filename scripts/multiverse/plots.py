@@ -53,6 +53,14 @@ def _save(fig, path: str) -> None:
     plt.close(fig)
 
 
+def message_figure(message: str, path: str) -> None:
+    """A figure that says why the plot it stands for could not be drawn."""
+    fig, ax = plt.subplots(figsize=(7, 2))
+    ax.text(0.5, 0.5, message, ha="center", va="center", wrap=True)
+    ax.set_axis_off()
+    _save(fig, path)
+
+
 def outcomes_vs_dimensions(df: pd.DataFrame, space: SearchSpace, metrics: Sequence[str], path: str) -> None:
     """A grid: one row per metric, one column per dimension, one point per universe."""
     sns.set_theme(style="whitegrid", context="paper")

@@ -10,9 +10,9 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from multiverse.claims import gp_verdict, judge, observed_verdict
+from multiverse.claims import TOO_FEW, gp_verdict, judge, observed_verdict
 from multiverse.config import derive_seed, report_metrics
-from multiverse.gp import fit_gp, influence
+from multiverse.gp import MIN_FIT, fit_gp, influence
 from multiverse.space import SearchSpace
 
 
@@ -35,9 +35,20 @@ def universes_of(df: pd.DataFrame, space: SearchSpace) -> list[dict]:
 
 
 def fit_surrogates(df: pd.DataFrame, space: SearchSpace, metrics: Sequence[str], seed: int) -> dict[str, Any]:
-    """One fitted GP per metric on every universe with a finite value."""
+    """One fitted GP per metric on every universe with a finite value (None with fewer than MIN_FIT)."""
     universes = universes_of(df, space)
-    return {m: fit_gp(space, universes, df[m].to_numpy(dtype=float), derive_seed(seed, i)) for i, m in enumerate(metrics)}
+    out = {}
+    for i, m in enumerate(metrics):
+        y = df[m].to_numpy(dtype=float)
+        out[m] = fit_gp(space, universes, y, derive_seed(seed, i)) if np.isfinite(y).sum() >= MIN_FIT else None
+    return out
+
+
+def no_surrogate(n_finite: int) -> dict[str, Any]:
+    """The GP verdict when too few universes finished to fit a surrogate."""
+    nan = float("nan")
+    return {"effect": nan, "effect_lo": nan, "effect_hi": nan, "p_holds": nan, "verdict": TOO_FEW,
+            "fraction_holds": nan, "fraction_holds_lo": nan, "fraction_holds_hi": nan, "n_finite": n_finite}
 
 
 def analyse(df: pd.DataFrame, config: Mapping[str, Any]) -> dict[str, Any]:
@@ -51,11 +62,16 @@ def analyse(df: pd.DataFrame, config: Mapping[str, Any]) -> dict[str, Any]:
     metrics = report_metrics(config)
     models = fit_surrogates(df, space, metrics, seed)
     base_all = reference_universes(space, rep["reference"], derive_seed(seed, 1))
-    infl = {m: influence(models[m], space, base_all) for m in metrics}
+    infl = {m: influence(models[m], space, base_all) if models[m] is not None else None for m in metrics}
     claims = []
     for i, claim in enumerate(config.get("claims", [])):
         base = reference_universes(space, rep["reference"], derive_seed(seed, 1), fix=claim["dimension"])
-        gp = gp_verdict(models[claim["metric"]], space, claim, base, rep["samples"], derive_seed(seed, 100 + i))
+        model = models[claim["metric"]]
+        gp = (
+            gp_verdict(model, space, claim, base, rep["samples"], derive_seed(seed, 100 + i))
+            if model is not None
+            else no_surrogate(int(np.isfinite(df[claim["metric"]].to_numpy(dtype=float)).sum()))
+        )
         obs = observed_verdict(
             df[claim["metric"]].to_numpy(dtype=float), df[claim["dimension"]].tolist(), claim,
             rep["bootstrap"], derive_seed(seed, 200 + i),
@@ -145,6 +161,12 @@ def build_report(
     plots.outcomes_vs_dimensions(df, space, metrics, outcomes_png)
     base = reference_universes(space, max(4, config["report"]["reference"] // 8), derive_seed(config["seed"], 8))
     for m, map_png, curve_png in zip(metrics, map_pngs, curve_pngs):
+        if models[m] is None:
+            msg = f"No surrogate for {m}: fewer than {MIN_FIT} universes have a finite value\n" \
+                  f"(statuses: {df['status'].value_counts().to_dict()})"
+            plots.message_figure(msg, map_png)
+            plots.message_figure(msg, curve_png)
+            continue
         dims = top_numeric(space, result["influence"][m])
         plots.posterior_map(models[m], space, df, m, dims, base, map_png)
         plots.specification_curve(models[m], space, df, m, curve_png)

@@ -197,11 +197,13 @@ def train_shard(
     model_paths: Sequence[str],
     record_paths: Sequence[str],
     log: logging.Logger,
+    retries: int = 1,
 ) -> None:
     """Train each universe of a shard and write its weights and record (slot order).
 
-    A universe that raises is recorded as ``failed`` with its error; one whose loss
-    turns non-finite as ``diverged``. Neither stops the shard.
+    A universe that raises is tried ``retries`` more times, then recorded as ``failed``
+    with its error; one whose loss turns non-finite is ``diverged``. Neither stops the
+    shard. (The rule's own ``retries`` covers a job whose process dies.)
     """
     from multiverse.data import read_data
     from multiverse.runtime import atomic_write, versions, write_json
@@ -212,15 +214,17 @@ def train_shard(
         raise ValueError(f"shard holds slots {[u['slot'] for u in universes]}, expected {len(model_paths)}")
     env = versions(["torch", "numpy"])
     for u, model_path, record_path in zip(universes, model_paths, record_paths):
-        try:
-            state, record = train_universe(
-                data, u["params"], seed=u["seed"], epochs=training["epochs"], width=model["width"],
-                depth=model["depth"], device=training.get("device", "cpu"),
-            )
-        except Exception as err:  # a universe's own failure is data, not a crash
-            log.exception("universe %s failed", u["id"])
-            state, record = {}, failed_record(err)
-        record = {**_universe_fields(u), **record, "versions": env}
+        for attempt in range(1, retries + 2):
+            try:
+                state, record = train_universe(
+                    data, u["params"], seed=u["seed"], epochs=training["epochs"], width=model["width"],
+                    depth=model["depth"], device=training.get("device") or "cpu",
+                )
+                break
+            except Exception as err:  # a universe's own failure is data, not a crash
+                log.exception("universe %s failed (attempt %d of %d)", u["id"], attempt, retries + 1)
+                state, record = {}, failed_record(err)
+        record = {**_universe_fields(u), **record, "attempts": attempt, "versions": env}
         atomic_write(model_path, lambda tmp: torch.save(state, tmp))
         write_json(record_path, record)
         log.info("%s %s in %.2fs: %s", u["id"], u["params"], record["train_seconds"], record["status"])

@@ -15,7 +15,7 @@ rule aggregate:
         f"{OUT}/benchmark/aggregate.tsv"
     params:
         space=list(config["space"]),
-        config_hash=config_hash(config),
+        config_hash=multiverse_hash(config),
     conda:
         "../../envs/report.yaml"
     script:

@@ -7,7 +7,7 @@ from snakemake.utils import validate
 sys.path.insert(0, str(Path(workflow.basedir).parent / "scripts"))
 from multiverse.config import (  # noqa: E402
     check_config,
-    config_hash,
+    multiverse_hash,
     n_shards,
     report_metrics,
     round_sizes,

@@ -5,6 +5,7 @@ rule prepare_data:
         f"{OUT}/logs/prepare_data.log",
     params:
         dataset=config["data"]["dataset"],
+        source=config["data"].get("path"),
         split=config["data"]["split"],
         seed=config["seed"],
     conda:

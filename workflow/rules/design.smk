@@ -9,8 +9,9 @@ rule design:
         f"{OUT}/benchmark/design/round_{{round}}.tsv"
     params:
         space=config["space"],
-        design=config["design"],
-        sizes=round_sizes(config),
+        # round r depends on the rounds up to r only, so adding rounds reruns nothing
+        design={k: v for k, v in config["design"].items() if k not in ("rounds", "threads")},
+        sizes=lambda wildcards: round_sizes(config)[: int(wildcards.round) + 1],
         shard_size=config["training"]["shard_size"],
         seed=config["seed"],
     threads: config["design"].get("threads", 2)

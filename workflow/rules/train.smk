@@ -11,8 +11,9 @@ rule train:
         f"{OUT}/benchmark/train/r{{round}}_s{{shard}}.tsv"
     params:
         model=config["model"],
-        training=config["training"],
+        training={k: config["training"].get(k) for k in ("epochs", "device")},
     threads: config["training"].get("threads", 1)
+    retries: config["training"].get("retries", 1)
     conda:
         "../../envs/torch.yaml"
     script:

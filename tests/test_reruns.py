@@ -1,0 +1,141 @@
+"""Partial reruns, resume after kill -9, failing universes: the real workflow on tiny configs."""
+import base64
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import torch
+from conftest import load_config, make_checkout, planned_jobs, snakemake, write_config
+
+OUT = Path("results/tiny")
+
+
+def copy_run(src: Path, dest: Path) -> Path:
+    """A finished run, copied with its timestamps and Snakemake's metadata."""
+    shutil.copytree(src, dest, symlinks=True, dirs_exist_ok=True)
+    return dest
+
+
+def digests(cwd: Path, patterns=("design/*.json", "universes/**/*.json", "universes/**/*.pt", "data/*")) -> dict:
+    out = {}
+    for pat in patterns:
+        for f in sorted((cwd / OUT).glob(pat)):
+            out[str(f.relative_to(cwd))] = (hashlib.sha256(f.read_bytes()).hexdigest(), f.stat().st_mtime_ns)
+    return out
+
+
+def test_adding_a_round_runs_only_the_new_jobs(tiny_run, tmp_path):
+    cwd = copy_run(tiny_run, tmp_path / "run")
+    before = digests(cwd)
+    config = load_config(cwd / "tiny.yaml")
+    write_config(cwd, config, design={"rounds": 2})
+    dry = snakemake(cwd, "-n", "--cores", "2")
+    assert dry.returncode == 0, dry.stderr[-2000:]
+    assert planned_jobs(dry) == {"design": 1, "train": 1, "metrics": 1, "aggregate": 1, "report": 1, "all": 1}
+    res = snakemake(cwd, "--cores", "2")
+    assert res.returncode == 0, res.stderr[-2000:]
+    after = digests(cwd)
+    assert {k: after[k] for k in before} == before, "earlier designs, models and results are untouched"
+    assert (cwd / OUT / "design/round_2.json").exists()
+    assert len(pd.read_parquet(cwd / OUT / "multiverse.parquet")) == 6
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        {"claims": "add"},
+        {"report": {"bootstrap": 300}},
+        {"report": {"metrics": ["val_acc"]}},
+        {"training": {"threads": 2, "retries": 3}},
+    ],
+    ids=["add-claim", "report-setting", "report-metric", "parallelism-and-retries"],
+)
+def test_report_only_edits_rerun_only_the_report(tiny_run, tmp_path, edit):
+    cwd = copy_run(tiny_run, tmp_path / "run")
+    config = load_config(cwd / "tiny.yaml")
+    if edit.get("claims") == "add":
+        claim = {"name": "rmsprop_vs_momentum", "metric": "val_acc", "dimension": "optimizer",
+                 "a": ["rmsprop"], "b": ["momentum"], "relation": ">"}
+        edit = {"claims": config["claims"] + [claim]}
+    write_config(cwd, config, **edit)
+    dry = snakemake(cwd, "-n", "--cores", "2")
+    assert dry.returncode == 0, dry.stderr[-2000:]
+    expected = {"report": 1, "all": 1} if "training" not in edit else {}
+    assert planned_jobs(dry) == expected
+
+
+def test_single_targets(tiny_run, tmp_path):
+    cwd = make_checkout(tmp_path)
+    one_round = snakemake(cwd, "-n", "--cores", "1", "results/tiny/design/round_0.json")
+    assert planned_jobs(one_round) == {"design": 1}
+    one_shard = snakemake(cwd, "-n", "--cores", "1", "results/tiny/universes/r0/s0/u1/metrics.json")
+    assert planned_jobs(one_shard) == {"prepare_data": 1, "design": 1, "train": 1, "metrics": 1}
+    until = snakemake(cwd, "-n", "--cores", "1", "--until", "train")
+    assert set(planned_jobs(until)) == {"prepare_data", "design", "train", "metrics"}
+    # --until train still needs round 0's metrics for round 1's design, so only round 0 is complete
+    assert planned_jobs(until)["train"] == 2 and planned_jobs(until)["design"] == 2
+
+
+def test_kill_9_during_training_then_rerun(tmp_path):
+    """Only incomplete jobs run again, no partial file is taken as complete, results are equal."""
+    slow = {"training": {"epochs": 40}, "model": {"width": 64, "depth": 2}}
+    cwd = make_checkout(tmp_path / "killed", **slow)
+    cmd = [sys.executable, "-m", "snakemake", "--configfile", "tiny.yaml", "--cores", "1"]
+    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    first = cwd / OUT / "universes/r0/s0/u0/train.json"
+    deadline = time.time() + 300
+    while not first.exists() and time.time() < deadline and proc.poll() is None:
+        time.sleep(0.02)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert first.exists(), "the run was killed while training its first shard"
+    second = cwd / OUT / "universes/r0/s0/u1"
+    # Files are written then renamed: whatever exists is whole.
+    for f in (cwd / OUT / "universes").rglob("*.json"):
+        json.loads(f.read_text())
+    for f in (cwd / OUT / "universes").rglob("*.pt"):
+        torch.load(f, weights_only=True)
+    assert not (second / "metrics.json").exists()
+    # Snakemake marked the killed shard's outputs incomplete, finished or not
+    marks = {base64.b64decode(m.name).decode() for m in (cwd / ".snakemake/incomplete").iterdir()}
+    assert "results/tiny/universes/r0/s0/u0/train.json" in marks
+
+    dry = snakemake(cwd, "-n", "--cores", "2")
+    assert dry.returncode == 0, dry.stderr[-2000:]
+    jobs = planned_jobs(dry)
+    assert "prepare_data" not in jobs and jobs["train"] == 2  # shard r0/s0 again, then round 1's
+    assert "design" in jobs and jobs["design"] == 1  # round 0's design finished and is kept
+    # A killed Snakemake leaves its lock; --unlock removes it (documented in the README).
+    assert snakemake(cwd, "--unlock").returncode == 0
+    res = snakemake(cwd, "--cores", "2")
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert not (cwd / ".snakemake/incomplete").exists() or not any((cwd / ".snakemake/incomplete").iterdir())
+
+    ref = make_checkout(tmp_path / "reference", **slow)
+    assert snakemake(ref, "--cores", "2").returncode == 0
+    pd.testing.assert_frame_equal(pd.read_parquet(cwd / OUT / "multiverse.parquet"),
+                                  pd.read_parquet(ref / OUT / "multiverse.parquet"))
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_universes_that_raise_are_recorded_and_do_not_stop_the_workflow(tmp_path):
+    # device: cuda on a machine without a GPU: every universe raises in training
+    cwd = make_checkout(tmp_path, training={"device": "cuda", "retries": 2})
+    res = snakemake(cwd, "--cores", "2")
+    assert res.returncode == 0, res.stderr[-3000:]
+    df = pd.read_parquet(cwd / OUT / "multiverse.parquet")
+    assert (df["status"] == "failed").all() and df["error"].str.contains("CUDA").all()
+    record = json.loads((cwd / OUT / "universes/r0/s0/u0/train.json").read_text())
+    assert record["attempts"] == 3  # 1 + retries
+    r1 = json.loads((cwd / OUT / "design/round_1.json").read_text())
+    assert r1["n_previous"] == 2 and r1["strategy"] == "sobol" and "fallback" in r1["diagnostics"]
+    claims = json.loads((cwd / OUT / "report/claims.json").read_text())
+    assert all(c["gp"]["verdict"] == "too few universes" for c in claims["claims"])
