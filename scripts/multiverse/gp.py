@@ -19,7 +19,7 @@ DTYPE = torch.float64
 
 #: Fewest finite outcomes a surrogate is fitted to; below it the design falls back to
 #: Sobol and the report says there is no surrogate.
-MIN_FIT = 3
+MIN_FIT = 2
 
 
 def fit_gp(space: SearchSpace, universes: Sequence[Mapping[str, Any]], y: Sequence[float], seed: int):
