@@ -12,6 +12,9 @@ rule metrics:
     params:
         model=config["model"],
     threads: config["training"].get("threads", 1)
+    resources:
+        mem_mb=config["training"].get("mem_mb", 2000),
+        runtime=config["training"].get("runtime", 30),
     conda:
         "../../envs/torch.yaml"
     script:

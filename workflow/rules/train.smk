@@ -13,6 +13,10 @@ rule train:
         model=config["model"],
         training={k: config["training"].get(k) for k in ("epochs", "device")},
     threads: config["training"].get("threads", 1)
+    resources:
+        mem_mb=config["training"].get("mem_mb", 2000),
+        runtime=config["training"].get("runtime", 30),
+        gpu=1 if config["training"].get("device") == "cuda" else 0,
     retries: config["training"].get("retries", 1)
     conda:
         "../../envs/torch.yaml"
