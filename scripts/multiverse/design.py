@@ -25,13 +25,6 @@ from multiverse.config import derive_seed, universe_id
 from multiverse.gp import MIN_FIT
 from multiverse.space import SearchSpace
 
-STRATEGIES = ("sobol", "gp-ivr")
-
-
-def sobol_round(space: SearchSpace, n: int, seed: int) -> list[dict]:
-    """The seeded scrambled Sobol sample of round 0."""
-    return space.sobol(n, seed)
-
 
 def greedy_ivr(
     covs: Sequence["torch.Tensor"],  # noqa: F821
