@@ -89,7 +89,7 @@ def main() -> None:
         loop, n = float(out[0]), int(out[1])
         from multiverse.runtime import read_json
 
-        inside = sum(read_json(f)["train_seconds"] for f in results.glob("universes/*/*/*/train.json"))
+        inside = sum(read_json(f)["train_seconds"] for f in results.glob("universes/*/*/*/*/train.json"))
     design = jobs.get("design", 0.0)
     rows = [
         ("universes", f"{n}"),

@@ -1,4 +1,5 @@
 """Rule train: every universe of one shard of a design round, one after another."""
+from multiverse.config import with_replicate
 from multiverse.runtime import read_json, set_threads, step_logger
 
 log = step_logger(snakemake.log[0])
@@ -7,7 +8,11 @@ set_threads(snakemake.threads)
 from multiverse.train import train_shard  # noqa: E402  (torch after the thread settings)
 
 w = snakemake.wildcards
-universes = [u for u in read_json(snakemake.input.design)["universes"] if u["shard"] == int(w.shard)]
+universes = [
+    with_replicate(u, int(w.replicate), snakemake.params.seed)
+    for u in read_json(snakemake.input.design)["universes"]
+    if u["shard"] == int(w.shard)
+]
 train_shard(
     snakemake.input.data, universes, snakemake.params.model, snakemake.params.training,
     snakemake.output.models, snakemake.output.records, log,

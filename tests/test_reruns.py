@@ -48,6 +48,26 @@ def test_adding_a_round_runs_only_the_new_jobs(tiny_run, tmp_path):
     assert len(pd.read_parquet(cwd / OUT / "multiverse.parquet")) == 6
 
 
+def test_adding_seeds_runs_only_the_new_replicates(tiny_run, tmp_path):
+    cwd = copy_run(tiny_run, tmp_path / "run")
+    before = digests(cwd)
+    write_config(cwd, load_config(cwd / "tiny.yaml"), training={"seeds": 2})
+    dry = snakemake(cwd, "-n", "--cores", "2")
+    assert dry.returncode == 0, dry.stderr[-2000:]
+    # seed 1 of round 0's and round 1's shard; no design round is redone
+    assert planned_jobs(dry) == {"train": 2, "metrics": 2, "aggregate": 1, "report": 1, "all": 1}
+    res = snakemake(cwd, "--cores", "2")
+    assert res.returncode == 0, res.stderr[-2000:]
+    after = digests(cwd)
+    assert {k: after[k] for k in before} == before
+    df = pd.read_parquet(cwd / OUT / "multiverse.parquet")
+    assert len(df) == 8 and sorted(df["replicate"].unique()) == [0, 1]
+    first = df[df["replicate"] == 0].reset_index(drop=True)
+    pd.testing.assert_frame_equal(first[["id", "seed", "test_acc"]],
+                                  pd.read_parquet(tiny_run / OUT / "multiverse.parquet")[["id", "seed", "test_acc"]])
+    assert (df.groupby("id")["seed"].nunique() == 2).all()
+
+
 @pytest.mark.parametrize(
     "edit",
     [
@@ -76,7 +96,7 @@ def test_single_targets(tiny_run, tmp_path):
     cwd = make_checkout(tmp_path)
     one_round = snakemake(cwd, "-n", "--cores", "1", "results/tiny/design/round_0.json")
     assert planned_jobs(one_round) == {"design": 1}
-    one_shard = snakemake(cwd, "-n", "--cores", "1", "results/tiny/universes/r0/s0/u1/metrics.json")
+    one_shard = snakemake(cwd, "-n", "--cores", "1", "results/tiny/universes/r0/s0/u1/seed0/metrics.json")
     assert planned_jobs(one_shard) == {"prepare_data": 1, "design": 1, "train": 1, "metrics": 1}
     until = snakemake(cwd, "-n", "--cores", "1", "--until", "train")
     assert set(planned_jobs(until)) == {"prepare_data", "design", "train", "metrics"}
@@ -90,14 +110,14 @@ def test_kill_9_during_training_then_rerun(tmp_path):
     cwd = make_checkout(tmp_path / "killed", **slow)
     cmd = [sys.executable, "-m", "snakemake", "--configfile", "tiny.yaml", "--cores", "1"]
     proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    first = cwd / OUT / "universes/r0/s0/u0/train.json"
+    first = cwd / OUT / "universes/r0/s0/u0/seed0/train.json"
     deadline = time.time() + 300
     while not first.exists() and time.time() < deadline and proc.poll() is None:
         time.sleep(0.02)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     assert first.exists(), "the run was killed while training its first shard"
-    second = cwd / OUT / "universes/r0/s0/u1"
+    second = cwd / OUT / "universes/r0/s0/u1/seed0"
     # Files are written then renamed: whatever exists is whole.
     for f in (cwd / OUT / "universes").rglob("*.json"):
         json.loads(f.read_text())
@@ -106,7 +126,7 @@ def test_kill_9_during_training_then_rerun(tmp_path):
     assert not (second / "metrics.json").exists()
     # Snakemake marked the killed shard's outputs incomplete, finished or not
     marks = {base64.b64decode(m.name).decode() for m in (cwd / ".snakemake/incomplete").iterdir()}
-    assert "results/tiny/universes/r0/s0/u0/train.json" in marks
+    assert "results/tiny/universes/r0/s0/u0/seed0/train.json" in marks
 
     dry = snakemake(cwd, "-n", "--cores", "2")
     assert dry.returncode == 0, dry.stderr[-2000:]
@@ -133,7 +153,7 @@ def test_universes_that_raise_are_recorded_and_do_not_stop_the_workflow(tmp_path
     assert res.returncode == 0, res.stderr[-3000:]
     df = pd.read_parquet(cwd / OUT / "multiverse.parquet")
     assert (df["status"] == "failed").all() and df["error"].str.contains("CUDA").all()
-    record = json.loads((cwd / OUT / "universes/r0/s0/u0/train.json").read_text())
+    record = json.loads((cwd / OUT / "universes/r0/s0/u0/seed0/train.json").read_text())
     assert record["attempts"] == 3  # 1 + retries
     r1 = json.loads((cwd / OUT / "design/round_1.json").read_text())
     assert r1["n_previous"] == 2 and r1["strategy"] == "sobol" and "fallback" in r1["diagnostics"]

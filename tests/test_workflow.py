@@ -35,7 +35,7 @@ def test_design_rounds(run):
 def test_every_universe_has_its_files(run):
     for r in (0, 1):
         for k in (0, 1):
-            u = run / OUT / f"universes/r{r}/s0/u{k}"
+            u = run / OUT / f"universes/r{r}/s0/u{k}/seed0"
             train = json.loads((u / "train.json").read_text())
             assert train["status"] in ("ok", "diverged") and (u / "model.pt").stat().st_size > 0
             assert len(train["history"]) == train["epochs_run"] <= 2

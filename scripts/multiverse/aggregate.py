@@ -16,7 +16,7 @@ OUTCOME_FIELDS = ("status", "error", "diverged_epoch", "epochs_run")
 def universe_row(record: Mapping[str, Any], space_names: Sequence[str]) -> dict[str, Any]:
     """Flatten one ``metrics`` record. Wall-clock timings are left out so that the
     table is identical between runs of the same config."""
-    row: dict[str, Any] = {k: record[k] for k in ("id", "round", "index", "seed")}
+    row: dict[str, Any] = {k: record.get(k, 0) for k in ("id", "round", "index", "replicate", "seed")}
     row["strategy"] = record.get("strategy")
     row.update({n: record["params"][n] for n in space_names})
     row.update({m: record["metrics"][m] for m in METRICS})
@@ -30,7 +30,7 @@ def multiverse_table(
 ) -> pd.DataFrame:
     """One row per universe, sorted by round and index, with provenance columns."""
     df = pd.DataFrame([universe_row(r, space_names) for r in records])
-    df = df.sort_values(["round", "index"], kind="stable").reset_index(drop=True)
+    df = df.sort_values(["round", "index", "replicate"], kind="stable").reset_index(drop=True)
     for k, v in provenance.items():
         df[k] = v
     df["error"] = df["error"].astype("string")

@@ -21,7 +21,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from multiverse.config import derive_seed, universe_id
+from multiverse.config import derive_seed, replicate_seed, universe_id
 from multiverse.gp import MIN_FIT
 from multiverse.space import SearchSpace
 
@@ -178,7 +178,7 @@ def design_state(
                 "index": i,
                 "shard": i // shard_size,
                 "slot": i % shard_size,
-                "seed": derive_seed(seed, round_, i, 1),
+                "seed": replicate_seed(seed, round_, i, 0),
                 "params": u,
             }
             for i, u in enumerate(universes)

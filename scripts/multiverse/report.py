@@ -72,9 +72,11 @@ def analyse(df: pd.DataFrame, config: Mapping[str, Any]) -> dict[str, Any]:
             if model is not None
             else no_surrogate(int(np.isfinite(df[claim["metric"]].to_numpy(dtype=float)).sum()))
         )
+        # one value per universe (its seeds averaged): replicates are not independent universes
+        per_universe = df.groupby("id", sort=False).agg({claim["metric"]: "mean", claim["dimension"]: "first"})
         obs = observed_verdict(
-            df[claim["metric"]].to_numpy(dtype=float), df[claim["dimension"]].tolist(), claim,
-            rep["bootstrap"], derive_seed(seed, 200 + i),
+            per_universe[claim["metric"]].to_numpy(dtype=float), per_universe[claim["dimension"]].tolist(),
+            claim, rep["bootstrap"], derive_seed(seed, 200 + i),
         )
         claims.append({
             "name": claim["name"],

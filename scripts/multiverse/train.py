@@ -186,7 +186,8 @@ def failed_record(error: BaseException) -> dict[str, Any]:
 
 
 def _universe_fields(universe: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: universe[k] for k in ("id", "round", "index", "shard", "slot", "seed", "params")}
+    fields = ("id", "round", "index", "shard", "slot", "replicate", "seed", "params")
+    return {k: universe.get(k, 0 if k == "replicate" else None) for k in fields}
 
 
 def train_shard(

@@ -20,32 +20,39 @@ check_config(config)
 OUT = f"results/{config['study']}"
 ROUNDS = range(len(round_sizes(config)))
 SLOTS = range(config["training"]["shard_size"])
+SEEDS = range(config["training"].get("seeds", 1))
 
 
 wildcard_constraints:
     round=r"\d+",
     shard=r"\d+",
     slot=r"\d+",
+    replicate=r"\d+",
 
 
-def universe_files(name, rounds):
-    """`name` (e.g. metrics.json) of every universe of `rounds`."""
+def universe_files(name, rounds, seeds=SEEDS):
+    """`name` (e.g. metrics.json) of every universe of `rounds`, under each of `seeds`."""
     return [
-        f"{OUT}/universes/r{r}/s{s}/u{k}/{name}"
+        f"{OUT}/universes/r{r}/s{s}/u{k}/seed{j}/{name}"
         for r in rounds
         for s in range(n_shards(config, r))
         for k in SLOTS
+        for j in seeds
     ]
 
 
 def shard_files(name):
-    """`name` of every universe of the shard {round}/{shard} (those wildcards kept)."""
-    return expand(f"{OUT}/universes/r{{{{round}}}}/s{{{{shard}}}}/u{{slot}}/{name}", slot=SLOTS)
+    """`name` of every universe of the shard {round}/{shard} under seed {replicate} (wildcards kept)."""
+    return expand(
+        f"{OUT}/universes/r{{{{round}}}}/s{{{{shard}}}}/u{{slot}}/seed{{{{replicate}}}}/{name}",
+        slot=SLOTS,
+    )
 
 
 def previous_metrics(wildcards):
-    """Round r's design reads every result of the rounds before it."""
-    return universe_files("metrics.json", range(int(wildcards.round)))
+    """Round r's design reads every result of the rounds before it: the first seed of each
+    universe, so that adding seeds to a finished study redoes no design."""
+    return universe_files("metrics.json", range(int(wildcards.round)), seeds=[0])
 
 
 def report_outputs():

@@ -6,9 +6,9 @@ rule metrics:
     output:
         shard_files("metrics.json"),
     log:
-        f"{OUT}/logs/metrics/r{{round}}_s{{shard}}.log",
+        f"{OUT}/logs/metrics/r{{round}}_s{{shard}}_seed{{replicate}}.log",
     benchmark:
-        f"{OUT}/benchmark/metrics/r{{round}}_s{{shard}}.tsv"
+        f"{OUT}/benchmark/metrics/r{{round}}_s{{shard}}_seed{{replicate}}.tsv"
     params:
         model=config["model"],
     threads: config["training"].get("threads", 1)

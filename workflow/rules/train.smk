@@ -6,12 +6,13 @@ rule train:
         models=shard_files("model.pt"),
         records=shard_files("train.json"),
     log:
-        f"{OUT}/logs/train/r{{round}}_s{{shard}}.log",
+        f"{OUT}/logs/train/r{{round}}_s{{shard}}_seed{{replicate}}.log",
     benchmark:
-        f"{OUT}/benchmark/train/r{{round}}_s{{shard}}.tsv"
+        f"{OUT}/benchmark/train/r{{round}}_s{{shard}}_seed{{replicate}}.tsv"
     params:
         model=config["model"],
         training={k: config["training"].get(k) for k in ("epochs", "device")},
+        seed=config["seed"],
     threads: config["training"].get("threads", 1)
     resources:
         mem_mb=config["training"].get("mem_mb", 2000),
