@@ -177,12 +177,6 @@ def universe_id(round_: int, index: int) -> str:
     return f"r{round_}u{index:03d}"
 
 
-def shard_of(config: Mapping[str, Any], index: int) -> tuple[int, int]:
-    """Universe ``index`` within its round -> (shard, slot within the shard)."""
-    s = config["training"]["shard_size"]
-    return index // s, index % s
-
-
 def replicate_seed(seed: int, round_: int, index: int, replicate: int) -> int:
     """The training seed of a universe's replicate; replicate 0's is the design file's ``seed``."""
     return derive_seed(seed, round_, index, 1 + replicate)
