@@ -25,3 +25,15 @@ def test_table_is_tidy_sorted_and_has_provenance(tmp_path):
     back = pd.read_parquet(tmp_path / "t.parquet")
     pd.testing.assert_frame_equal(back, df)
     assert len(pd.read_csv(tmp_path / "t.csv")) == 3
+
+
+def test_replicates_and_inactive_dimensions_in_the_table(tmp_path):
+    """A replicate's row belongs to the universe it adds seeds to; an inactive dimension is missing."""
+    a, b = _record(0, 0), _record(1, 0)
+    a["params"]["eps"] = None
+    b["params"] = {**a["params"]}
+    b["replicate_of"] = "r0u000"
+    df = multiverse_table([a, b], ["optimizer", "lr", "batch_size", "eps"], {"config_hash": "abc"})
+    assert list(df["universe"]) == ["r0u000", "r0u000"] and df["eps"].isna().all()
+    write_table(df, tmp_path / "t.parquet", tmp_path / "t.csv")
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "t.parquet"), df)

@@ -47,6 +47,15 @@ def test_schema_rejects_unknown_top_level_key(config):
         (lambda c: c["claims"][0].update(a=["adamw"]), "claims[0].a"),
         (lambda c: c["claims"][1].update(metric="sharpness"), "claims[1].metric"),
         (lambda c: c["space"]["optimizer"].update(choices=["sgd", "lion"]), "space.optimizer.choices"),
+        (lambda c: c["space"].update(momentum={"type": "float", "low": 0.5, "high": 0.99, "when": {"lr": [0.1]}}),
+         "space.momentum.when"),
+        (lambda c: c["space"].update(momentum={"type": "float", "low": 0.5, "high": 0.99, "when": {"optimizer": ["nesterov"]}}),
+         "space.momentum.when.optimizer"),
+        (lambda c: c["space"].update(momentum={"type": "float", "low": 0.5, "high": 1.5, "when": {"optimizer": ["momentum"]}}),
+         "space.momentum"),
+        (lambda c: c["space"]["lr"].update(when={"optimizer": ["adam"]}), "space.lr.when"),
+        (lambda c: c["design"].update(replicates=2), "design.replicates"),
+        (lambda c: c["design"].update(strategy="grid", grid_levels=2), "design.rounds"),
     ],
 )
 def test_cross_key_errors_name_the_key(config, edit, key):
@@ -55,6 +64,21 @@ def test_cross_key_errors_name_the_key(config, edit, key):
         check_config(config)
     assert err.value.key == key
     assert f"'{key}'" in str(err.value) and "expected" in str(err.value)
+
+
+def test_schema_declares_strategies_and_conditions(config):
+    for strategy in ("gp-ivr", "sobol", "random", "grid"):
+        validate({**config, "design": {**config["design"], "strategy": strategy}}, SCHEMA)
+    config["space"]["eps"] = {"type": "float", "low": 1e-10, "high": 1.0, "log": True, "when": {"optimizer": ["adam", "rmsprop"]}}
+    validate(config, SCHEMA)
+    check_config(config)
+    config["design"]["strategy"] = "bayes"
+    with pytest.raises(WorkflowError, match="bayes"):
+        validate(config, SCHEMA)
+    config["design"]["strategy"] = "gp-ivr"
+    config["space"]["eps"]["when"] = {"optimizer": ["adam"], "lr": [1.0]}
+    with pytest.raises(WorkflowError, match="when"):
+        validate(config, SCHEMA)
 
 
 def test_hash_and_seeds_are_stable(config):

@@ -68,6 +68,19 @@ def test_adding_seeds_runs_only_the_new_replicates(tiny_run, tmp_path):
     assert (df.groupby("id")["seed"].nunique() == 2).all()
 
 
+def test_design_reads_the_seeds_that_design_replicates_names(tmp_path):
+    """With design.replicates 2, round 1's design reads both seeds of round 0's universes."""
+    cwd = make_checkout(tmp_path, training={"seeds": 3}, design={"replicates": 2})
+    dry = snakemake(cwd, "-n", "--cores", "1", str(OUT / "design/round_1.json"))
+    assert dry.returncode == 0, dry.stderr[-2000:]
+    out = dry.stdout + dry.stderr
+    block = out[out.index("output: results/tiny/design/round_1.json") - 600:]
+    for k in (0, 1):
+        for j in (0, 1):
+            assert f"r0/s0/u{k}/seed{j}/metrics.json" in block
+    assert "seed2/metrics.json" not in block
+
+
 @pytest.mark.parametrize(
     "edit",
     [

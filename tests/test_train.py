@@ -77,3 +77,17 @@ def test_shard_writes_one_file_per_universe_and_records_failures(digits, tmp_pat
     saved = torch.load(models[0], weights_only=True)
     assert all(torch.equal(alone[k], saved[k]) for k in alone)
     assert not list(tmp_path.glob("*.tmp")), "no partial files are left behind"
+
+
+def test_conditional_dimensions_reach_only_the_optimizers_that_use_them(digits):
+    from multiverse.train import make_optimizer
+
+    p = [torch.nn.Parameter(torch.zeros(2))]
+    assert make_optimizer("adam", p, 1e-3, 0.0, momentum=None, eps=1e-3).defaults["eps"] == 1e-3
+    assert make_optimizer("rmsprop", p, 1e-3, 0.0, eps=1e-6).defaults["eps"] == 1e-6
+    assert make_optimizer("momentum", p, 1e-3, 0.0, momentum=0.5).defaults["momentum"] == 0.5
+    assert make_optimizer("momentum", p, 1e-3, 0.0).defaults["momentum"] == 0.9
+    # Choi et al. 2019: a large eps turns Adam into momentum SGD; it changes what is learned
+    small, _ = train_universe(digits, {**U, "eps": 1e-8, "momentum": None}, seed=5, **KW)
+    large, _ = train_universe(digits, {**U, "eps": 1.0, "momentum": None}, seed=5, **KW)
+    assert not torch.equal(small["0.weight"], large["0.weight"])

@@ -18,7 +18,9 @@ def universe_row(record: Mapping[str, Any], space_names: Sequence[str]) -> dict[
     table is identical between runs of the same config."""
     row: dict[str, Any] = {k: record.get(k, 0) for k in ("id", "round", "index", "replicate", "seed")}
     row["strategy"] = record.get("strategy")
-    row.update({n: record["params"][n] for n in space_names})
+    # the universe a row belongs to: its own id, or the one whose seeds it adds to
+    row["universe"] = record.get("replicate_of") or record["id"]
+    row.update({n: record["params"].get(n) for n in space_names})
     row.update({m: record["metrics"][m] for m in METRICS})
     row.update({k: record.get(k) for k in OUTCOME_FIELDS})
     row.update({f"version_{k}": v for k, v in sorted(record.get("versions", {}).items())})

@@ -96,7 +96,7 @@ def gp_verdict(
     from multiverse.gp import features
 
     na, nb = len(claim["a"]), len(claim["b"])
-    X = features(space, comparison_universes(space, claim, base))
+    X = features(space, comparison_universes(space, claim, base), model)
     torch.manual_seed(seed)
     with torch.no_grad():
         f = model.posterior(X).rsample(torch.Size([n_samples])).squeeze(-1).numpy()

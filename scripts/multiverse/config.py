@@ -84,6 +84,18 @@ def check_config(config: Mapping[str, Any]) -> None:
             raise ConfigError(f"{key}.low", f"low < high ({spec['high']})", spec["low"])
         if spec.get("log") and spec["low"] <= 0:
             raise ConfigError(f"{key}.low", "a bound > 0 for a log scale", spec["low"])
+    for name, spec in space.items():
+        if not spec.get("when"):
+            continue
+        key = f"space.{name}.when"
+        ((parent, levels),) = spec["when"].items()
+        if parent == name or parent not in space or space[parent]["type"] != "categorical":
+            raise ConfigError(key, f"a categorical dimension among {[n for n, s in space.items() if s['type'] == 'categorical' and n != name]}", parent)
+        if space[parent].get("when"):
+            raise ConfigError(key, f"a parent dimension that is not itself conditional ('{parent}' is)", parent)
+        for level in levels:
+            if level not in space[parent]["choices"]:
+                raise ConfigError(f"{key}.{parent}", f"levels of '{parent}' among {space[parent]['choices']}", level)
     if "optimizer" not in space or space["optimizer"]["type"] != "categorical":
         raise ConfigError("space.optimizer", "a categorical dimension of optimizers")
     for opt in space["optimizer"]["choices"]:
@@ -92,6 +104,12 @@ def check_config(config: Mapping[str, Any]) -> None:
     for name in ("lr", "weight_decay", "batch_size"):
         if name not in space:
             raise ConfigError(f"space.{name}", "a dimension (the trainer needs it)")
+        if space[name].get("when"):
+            raise ConfigError(f"space.{name}.when", "no condition (every optimizer uses it)", space[name]["when"])
+    if "momentum" in space and not (space["momentum"]["type"] == "float" and 0 <= space["momentum"]["low"] and space["momentum"]["high"] < 1):
+        raise ConfigError("space.momentum", "a float dimension within [0, 1)", space["momentum"])
+    if "eps" in space and not (space["eps"]["type"] == "float" and space["eps"]["low"] > 0):
+        raise ConfigError("space.eps", "a float dimension with low > 0", space["eps"])
     if space["batch_size"]["type"] != "int":
         raise ConfigError("space.batch_size.type", "'int'", space["batch_size"]["type"])
     if space["batch_size"]["low"] < 1:
@@ -108,13 +126,19 @@ def check_config(config: Mapping[str, Any]) -> None:
     for i, name in enumerate(config.get("report", {}).get("metrics", [])):
         if name not in METRICS:
             raise ConfigError(f"report.metrics[{i}]", f"a metric among {list(METRICS)}", name)
+    seeds = config["training"].get("seeds", 1)
+    if design.get("replicates", 1) > seeds:
+        raise ConfigError("design.replicates", f"at most training.seeds ({seeds})", design.get("replicates"))
     size = space_size(space)
+    if design.get("strategy") == "grid":
+        size = grid_size(space, design.get("grid_levels", 5))
     total = design["initial"] + design["rounds"] * design["batch"]
     for key, n in (("design.initial", design["initial"]), ("design.batch", design["batch"])):
         if n > size:
             raise ConfigError(key, f"at most the {size} distinct universes of the space", n)
     if total > size:
-        raise ConfigError("design.rounds", f"a budget (initial + rounds * batch) of at most {size} universes", total)
+        what = f"{size} universes of a grid of design.grid_levels values" if design.get("strategy") == "grid" else f"{size} universes"
+        raise ConfigError("design.rounds", f"a budget (initial + rounds * batch) of at most {what}", total)
     combos = 1
     for spec in space.values():
         combos *= len(spec["choices"]) if spec["type"] == "categorical" else 1
@@ -143,12 +167,33 @@ def check_config(config: Mapping[str, Any]) -> None:
 
 def space_size(space: Mapping[str, Mapping[str, Any]]) -> float:
     """Number of distinct universes: infinite with any float dimension."""
-    size = 1.0
-    for spec in space.values():
-        if spec["type"] == "float":
-            return float("inf")
-        size *= len(spec["choices"]) if spec["type"] == "categorical" else spec["high"] - spec["low"] + 1
-    return size
+    return _count(space, lambda spec: float("inf") if spec["type"] == "float" else spec["high"] - spec["low"] + 1)
+
+
+def grid_size(space: Mapping[str, Mapping[str, Any]], levels: int) -> float:
+    """Universes of the grid strategy's full factorial grid (at most; integers that round
+    together count once)."""
+    return _count(space, lambda spec: levels if spec["type"] == "float" else min(levels, spec["high"] - spec["low"] + 1))
+
+
+def _count(space: Mapping[str, Mapping[str, Any]], values) -> float:
+    """Distinct universes when numeric dimension ``spec`` takes ``values(spec)`` values:
+    summed over the level combinations, since an inactive dimension takes none."""
+    import itertools
+
+    cats = [n for n, s in space.items() if s["type"] == "categorical"]
+    total = 0.0
+    for combo in itertools.product(*(space[n]["choices"] for n in cats)):
+        level = dict(zip(cats, combo))
+        size = 1.0
+        for spec in space.values():
+            if spec["type"] == "categorical":
+                continue
+            (parent, active), = (spec.get("when") or {None: None}).items()
+            if parent is None or level[parent] in active:
+                size *= values(spec)
+        total += size
+    return total
 
 
 #: Optimizers the trainer knows (see ``multiverse.train.make_optimizer``).

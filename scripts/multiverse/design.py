@@ -1,22 +1,50 @@
 """Design rounds: which universes to train next.
 
-Round 0 is a scrambled Sobol sample. Later rounds explore: a GP per outcome is fitted
-to every finished universe, and the batch is chosen greedily from a large candidate
-set (Sobol points crossed with every categorical level) to minimise the *integrated
-posterior variance* (IPV) over a reference set that covers the space the same way.
+Strategies (``design.strategy``), each reproducible from the study's seed:
+
+- ``gp-ivr`` (default): round 0 is a scrambled Sobol sample; later rounds explore. A
+  GP per outcome is fitted to every finished universe, and the batch is chosen
+  greedily from a large candidate set (Sobol points crossed with every categorical
+  level) to minimise the *integrated posterior variance* (IPV) over a reference set
+  that covers the space the same way, averaged over the outcomes in standardised units.
+- ``sobol``: one scrambled Sobol sequence, each round continuing it.
+- ``random``: independent uniform draws (log dimensions uniform in log space).
+- ``grid``: a full factorial grid (``design.grid_levels`` values per numeric
+  dimension), visited in a seeded random order, each round taking the next slice.
 
 Why not ``optimize_acqf`` on BoTorch's ``qNegIntegratedPosteriorVariance``: on this
-kind of 2-core machine it took 35-80 s per round of 4 (measured; see the README),
-almost all of it in the acquisition optimiser. For a GP, adding a point ``c`` with
-noise ``s2`` lowers the posterior covariance by the rank-one term
-``C[:, c] C[c, :] / (C[c, c] + s2)`` (the variance does not depend on the fantasised
-values), so the IPV reduction of every candidate is one matrix expression and the
-greedy batch is ``q`` rank-one updates. The result equals BoTorch's qNIPV for the
-same points (tested in ``tests/test_design.py``).
+kind of 2-core machine it took 35-80 s per round of 4, and Ax's generator with it
+longer (``benchmarks/design_speed.py``), almost all of it in the acquisition
+optimiser. For a GP, adding a point ``c`` with noise ``s2`` lowers the posterior
+covariance by the rank-one term ``C[:, c] C[c, :] / (C[c, c] + s2)`` (the variance does
+not depend on the value observed), so the IPV reduction of every candidate is one
+matrix expression and the greedy batch is ``q`` rank-one updates. The score equals
+BoTorch's qNIPV for the same points (tested in ``tests/test_design.py``).
+
+Replicates: with ``design.replicates: r >= 2`` the design reads ``r`` seeds of every
+earlier universe, and each outcome's GP gets each universe's mean and its observed
+noise (``train_Yvar``: the seeds' variance, shrunk towards the pooled variance, over
+the number of seeds). Every finished universe then also competes as a candidate: *r
+more seeds of it*, which lowers its noise like any new observation at that point.
+
+Rule: each pick of a round is the best replicate instead of the best new universe
+when the replicate's reduction of the integrated posterior variance is at least
+``rho`` times the new universe's, where ``rho = signal / (signal + noise)`` is the
+share of signal in one observation (signal: the variance of the universes' means
+less their mean noise; noise: the pooled seed variance over ``r``; averaged over the
+outcomes).
+With little noise ``rho`` is near 1 and a replicate must beat every new universe
+outright (it rarely does: the posterior is already tight at an observed point); where
+noise dominates ``rho`` is small and a replicate is taken as soon as it does a
+fraction ``rho`` as well, since new points near existing ones teach about as much
+about the mean, while more seeds also firm up the noise estimate that the greedy
+variance reduction takes as known (after Binois et al. 2019, who find replication
+optimal for integrated variance where noise is large).
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -25,13 +53,21 @@ from multiverse.config import derive_seed, replicate_seed, universe_id
 from multiverse.gp import MIN_FIT
 from multiverse.space import SearchSpace
 
+STRATEGIES = ("gp-ivr", "sobol", "random", "grid")
+
+#: Prior degrees of freedom of the pooled seed variance when a universe's own seed
+#: variance is shrunk towards it (two seeds alone give a very noisy variance).
+NOISE_PRIOR_DOF = 2.0
+
 
 def greedy_ivr(
     covs: Sequence["torch.Tensor"],  # noqa: F821
-    noises: Sequence[float],
+    noises: Sequence["torch.Tensor | float"],  # noqa: F821
     n_ref: int,
     q: int,
     allowed: "torch.Tensor",  # noqa: F821
+    replicate: "torch.Tensor | None" = None,  # noqa: F821
+    ratio: float = 1.0,
 ) -> tuple[list[int], list[float]]:
     """Greedy batch minimising the mean integrated posterior variance over outcomes.
 
@@ -39,10 +75,14 @@ def greedy_ivr(
         covs: per outcome, the ``(n_ref + n_cand) x (n_ref + n_cand)`` latent posterior
             covariance of the reference points followed by the candidates, in
             standardised outcome units (so outcomes are comparable).
-        noises: per outcome, the observation-noise variance in the same units.
+        noises: per outcome, the noise variance of an observation at each candidate in
+            the same units: a scalar, or ``n_cand`` values.
         n_ref: number of reference points (the integration set).
         q: batch size.
         allowed: ``n_cand`` booleans; False for candidates that must not be chosen.
+        replicate: ``n_cand`` booleans, True for candidates that add seeds to an
+            existing universe. The best of them is taken when its variance reduction
+            is at least ``ratio`` times the best new candidate's.
 
     Returns:
         Candidate indices in the order chosen, and the mean reference variance
@@ -51,104 +91,216 @@ def greedy_ivr(
     import torch
 
     covs = [c.clone() for c in covs]
+    noises = [torch.as_tensor(s2, dtype=covs[0].dtype).expand(len(allowed)) for s2 in noises]
     allowed = allowed.clone()
+    replicate = torch.zeros_like(allowed) if replicate is None else replicate
     ipv = [float(np.mean([c.diagonal()[:n_ref].mean().item() for c in covs]))]
     picks: list[int] = []
-    for _ in range(q):
+    for _ in range(min(q, int(allowed.sum()))):
         score = torch.zeros(len(allowed), dtype=covs[0].dtype)
         for c, s2 in zip(covs, noises):
             cross = c[:n_ref, n_ref:]  # n_ref x n_cand
             score += (cross**2).mean(0) / (c.diagonal()[n_ref:] + s2)
-        score[~allowed] = -torch.inf
-        j = int(torch.argmax(score))
+        new = torch.where(allowed & ~replicate, score, -torch.inf)
+        rep = torch.where(allowed & replicate, score, -torch.inf)
+        j = int(torch.argmax(new))
+        if rep.max() > -torch.inf and (new.max() == -torch.inf or rep.max() >= ratio * new.max()):
+            j = int(torch.argmax(rep))
         picks.append(j)
         allowed[j] = False
         for c, s2 in zip(covs, noises):
             col = c[:, n_ref + j].clone()
-            c -= torch.outer(col, col) / (col[n_ref + j] + s2)
+            c -= torch.outer(col, col) / (col[n_ref + j] + s2[j])
         ipv.append(float(np.mean([c.diagonal()[:n_ref].mean().item() for c in covs])))
     return picks, ipv
+
+
+def universe_outcomes(
+    space: SearchSpace, previous: Sequence[Mapping[str, Any]], outcomes: Sequence[str]
+) -> tuple[list[dict], list[str], dict[str, np.ndarray]]:
+    """Group the metrics records of earlier rounds by universe (a universe's seeds and
+    its replicates in later rounds are one universe).
+
+    Returns the universes' parameters, their ids (the first round's id), and per
+    outcome an ``n_universes x n_seeds`` array of values, NaN-padded (NaN also for a
+    failed seed).
+    """
+    groups: dict[tuple, list[Mapping[str, Any]]] = defaultdict(list)
+    for p in previous:
+        groups[space.key(p["params"])].append(p)
+    universes, ids, values = [], [], {m: [] for m in outcomes}
+    width = max((len(g) for g in groups.values()), default=1)
+    for recs in groups.values():
+        universes.append(space.canonical(recs[0]["params"]))
+        ids.append(recs[0].get("replicate_of") or recs[0].get("id"))
+        for m in outcomes:
+            v = [float(r["metrics"][m]) for r in recs]
+            values[m].append(v + [np.nan] * (width - len(v)))
+    return universes, ids, {m: np.array(v, dtype=float).reshape(len(universes), width) for m, v in values.items()}
+
+
+def seed_noise(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    """Mean, observed noise of the mean, per-seed noise and pooled per-seed variance.
+
+    Args:
+        values: ``n_universes x n_seeds`` (NaN for missing seeds).
+
+    Each universe's per-seed variance is its seeds' sample variance shrunk towards the
+    variance pooled over universes (``NOISE_PRIOR_DOF`` prior degrees of freedom);
+    the noise of its mean is that over its number of finite seeds.
+    """
+    n = np.isfinite(values).sum(1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.nanmean(np.where(n[:, None] > 0, values, 0.0), axis=1)
+        mean[n == 0] = np.nan
+        dev = np.nansum((values - mean[:, None]) ** 2, axis=1)
+    dof = np.maximum(n - 1, 0)
+    spread = float(np.nanvar(mean[n > 0])) if (n > 0).any() else 0.0
+    pooled = float(dev[dof > 0].sum() / dof.sum()) if dof.sum() else 0.0
+    pooled = max(pooled, 1e-6 * spread, 1e-12)
+    per_seed = (dev + NOISE_PRIOR_DOF * pooled) / (dof + NOISE_PRIOR_DOF)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        yvar = np.where(n > 0, per_seed / np.maximum(n, 1), np.nan)
+    return mean, yvar, per_seed, pooled
 
 
 def gp_ivr_round(
     space: SearchSpace,
     observed: Sequence[Mapping[str, Any]],
-    outcomes: Mapping[str, Sequence[float]],
+    outcomes: Mapping[str, Sequence[float] | np.ndarray],
     n: int,
     seed: int,
     n_candidates: int,
     n_reference: int,
-) -> tuple[list[dict], dict[str, Any]]:
-    """Choose ``n`` new universes by greedy IPV reduction over every outcome's GP.
+    replicates: int = 1,
+    categorical: str = "onehot",
+) -> tuple[list[dict], list[int | None], dict[str, Any]]:
+    """Choose ``n`` universes by greedy IPV reduction over every outcome's GP.
 
     Args:
-        observed: parameters of every finished universe (failed ones included:
-            they are never proposed again, and their non-finite outcomes are left
-            out of the GP).
-        outcomes: outcome name -> one value per observed universe.
+        observed: parameters of every finished universe, once each (failed ones
+            included: they are never proposed again, and their non-finite outcomes
+            are left out of the GP).
+        outcomes: outcome name -> per universe one value, or ``n_seeds`` values
+            (an ``n_universes x n_seeds`` array, NaN-padded).
         n_candidates / n_reference: Sobol points over the numeric dimensions,
             each crossed with every categorical level combination.
+        replicates: seeds read of each universe (and trained by a new one); with 2 or
+            more the GPs use the observed seed noise and finished universes are
+            candidates for ``replicates`` more seeds.
+
+    Returns:
+        The chosen universes, for each the index into ``observed`` of the universe it
+        replicates (None for a new universe), and diagnostics.
     """
     import torch
 
-    from multiverse.gp import features, fit_gp, outcome_scale
+    from multiverse.gp import features, fit_gp, lengthscales, noise_variance, outcome_scale
 
-    cand = space.enumerated(n_candidates, derive_seed(seed, 1))
-    ref = space.enumerated(n_reference, derive_seed(seed, 2))
     done = {space.key(u) for u in observed}
-    allowed = torch.tensor([space.key(u) not in done for u in cand])
-    Z = features(space, ref + cand)
-    covs, noises, info = [], [], {}
+    cand = list({space.key(u): u for u in space.enumerated(n_candidates, derive_seed(seed, 1))
+                 if space.key(u) not in done}.values())
+    ref = space.enumerated(n_reference, derive_seed(seed, 2))
+    fits = {}
     for name, y in outcomes.items():
-        model = fit_gp(space, observed, y, seed)
+        y = np.asarray(y, dtype=float).reshape(len(observed), -1)
+        mean, yvar, per_seed, pooled = seed_noise(y)
+        fits[name] = (mean, yvar if replicates >= 2 else None, per_seed, pooled)
+    # a finished universe with a finite mean of every outcome can be replicated
+    repl = [i for i in range(len(observed)) if all(np.isfinite(f[0][i]) for f in fits.values())] if replicates >= 2 else []
+    points = ref + cand + [observed[i] for i in repl]
+    covs, noises, signal, info = [], [], [], {}
+    for k, (name, (mean, yvar, per_seed, pooled)) in enumerate(fits.items()):
+        model = fit_gp(space, observed, mean, derive_seed(seed, 10 + k), yvar=yvar, categorical=categorical)
         with torch.no_grad():
-            cov = model.posterior(Z).distribution.covariance_matrix
+            cov = model.posterior(features(space, points, model)).distribution.covariance_matrix
         s2 = outcome_scale(model) ** 2
         covs.append(cov / s2)
-        noises.append(float(model.likelihood.noise.detach().squeeze()))
+        if yvar is None:
+            noise = noise_variance(model).mean().expand(len(cand) + len(repl))
+        else:  # a new universe: the pooled seed noise; a replicate: its own, over r more seeds
+            noise = torch.as_tensor(np.concatenate([np.full(len(cand), pooled), per_seed[repl]]) / replicates / s2)
+        noises.append(noise)
+        # method of moments: the spread of the universes' means less their own noise
+        between = max(float(np.nanvar(mean) - np.nanmean(yvar)), 0.0) if yvar is not None else 1.0
+        signal.append(between / (between + pooled / replicates) if yvar is not None else 1.0)
         info[name] = {
-            "n_fit": int(np.isfinite(np.asarray(y, dtype=float)).sum()),
-            "noise_variance_standardised": noises[-1],
-            "lengthscales": dict(
-                zip(space.feature_names(), model.covar_module.lengthscale.detach().squeeze().tolist())
-            ),
+            "n_fit": int(np.isfinite(mean).sum()),
+            "noise": "observed (train_Yvar from seeds)" if yvar is not None else "learned (homoscedastic)",
+            "noise_variance_standardised": float(noise.mean()),
+            "lengthscales": lengthscales(model, space),
         }
-    picks, ipv = greedy_ivr(covs, noises, len(ref), n, allowed)
-    return [cand[j] for j in picks], {"outcomes": info, "mean_reference_variance": ipv}
+    allowed = torch.ones(len(cand) + len(repl), dtype=torch.bool)
+    is_replicate = torch.arange(len(allowed)) >= len(cand)
+    # the replicate rule: the share of signal in an observation, signal / (signal + noise)
+    ratio = float(np.mean(signal))
+    picks, ipv = greedy_ivr(covs, noises, len(ref), n, allowed, is_replicate, ratio)
+    chosen = [cand[j] if j < len(cand) else observed[repl[j - len(cand)]] for j in picks]
+    replicate_of = [None if j < len(cand) else repl[j - len(cand)] for j in picks]
+    diagnostics = {"outcomes": info, "mean_reference_variance": ipv, "n_candidates": len(cand),
+                   "n_replicate_candidates": len(repl), "replicate_ratio": ratio if repl else None}
+    return chosen, replicate_of, diagnostics
+
+
+def _new_distinct(draw, n: int, done: set, space: SearchSpace, what: str) -> list[dict]:
+    """The first ``n`` universes of ``draw(k)`` (k = 0, 1, ...) that are neither finished
+    nor drawn before; raises when the space runs out."""
+    out, seen = [], set(done)
+    for k in range(1000):
+        for u in draw(k):
+            if space.key(u) not in seen:
+                seen.add(space.key(u))
+                out.append(u)
+                if len(out) == n:
+                    return out
+    raise ValueError(f"{what}: could not find {n} universes not already in the design")
 
 
 def design_round(
     round_: int,
-    n: int,
+    sizes: Sequence[int],
     space: SearchSpace,
     design: Mapping[str, Any],
     seed: int,
     previous: Sequence[Mapping[str, Any]],
-) -> tuple[list[dict], dict[str, Any]]:
+) -> tuple[list[dict], list[str | None], dict[str, Any]]:
     """The universes of design round ``round_`` given the records of earlier rounds.
 
-    ``previous`` holds one metrics record per finished universe (``params``,
-    ``status`` and ``metrics``). Returns the new universes' parameters and
+    ``sizes`` holds the number of universes of rounds ``0..round_``; ``previous`` one
+    metrics record per finished universe and seed read (``params``, ``status``,
+    ``metrics``, and ``id`` / ``replicate_of``). Returns the new universes' parameters,
+    for each the id of the universe it replicates (None for a new one), and
     diagnostics for the round's state file.
     """
-    round_seed = derive_seed(seed, round_)
-    strategy = "sobol" if round_ == 0 or design["strategy"] == "sobol" else design["strategy"]
-    observed = [p["params"] for p in previous]
-    outcomes = {m: [p["metrics"][m] for p in previous] for m in design["outcomes"]}
-    # Failed universes have no outcome; a surrogate needs MIN_FIT finite ones.
-    outcomes = {m: y for m, y in outcomes.items() if np.isfinite(np.asarray(y, dtype=float)).sum() >= MIN_FIT}
+    n, start = sizes[round_], sum(sizes[:round_])
+    strategy = design.get("strategy", "gp-ivr")
+    universes, ids, values = universe_outcomes(space, previous, design["outcomes"])
+    done = {space.key(u) for u in universes}
+    new = [None] * n
+    if strategy == "random":
+        draw = lambda k: space.random(n, derive_seed(seed, 3, round_, k))  # noqa: E731
+        return _new_distinct(draw, n, done, space, "design.strategy random"), new, {"strategy": "random"}
+    if strategy == "grid":
+        grid = space.grid(design.get("grid_levels", 5), derive_seed(seed, 4))
+        todo = [u for u in grid if space.key(u) not in done]
+        if len(todo) < n:
+            raise ValueError(f"config key 'design.grid_levels': the grid has {len(grid)} universes, "
+                             f"fewer than the {start + n} the rounds ask for")
+        return todo[:n], new, {"strategy": "grid", "grid_size": len(grid)}
     info: dict[str, Any] = {}
-    if strategy != "sobol" and not outcomes:
-        strategy, info = "sobol", {"fallback": f"fewer than {MIN_FIT} finite outcomes to fit a GP"}
-    if strategy == "sobol":
+    # Failed universes have no outcome; a surrogate needs MIN_FIT finite ones.
+    finite = {m: v for m, v in values.items() if np.isfinite(v).any(axis=1).sum() >= MIN_FIT}
+    if strategy == "gp-ivr" and round_ > 0 and not finite:
+        info = {"fallback": f"fewer than {MIN_FIT} finite outcomes to fit a GP"}
+    if strategy == "sobol" or round_ == 0 or not finite:
         # Later Sobol rounds continue the same sequence rather than restarting it.
-        skip = len(previous)
-        universes = space.sobol(skip + n, derive_seed(seed, 0))[skip:]
-        return universes, {"strategy": "sobol", **info}
-    universes, info = gp_ivr_round(
-        space, observed, outcomes, n, round_seed, design["candidates"], design["reference"]
+        draw = lambda k: space.sobol(start + n * (k + 1), derive_seed(seed, 0))[start:]  # noqa: E731
+        return _new_distinct(draw, n, done, space, "design.strategy sobol"), new, {"strategy": "sobol", **info}
+    chosen, repl, info = gp_ivr_round(
+        space, universes, finite, n, derive_seed(seed, round_), design.get("candidates", 512),
+        design.get("reference", 256), design.get("replicates", 1), design.get("categorical", "onehot"),
     )
-    return universes, {"strategy": strategy, **info}
+    return chosen, [None if r is None else ids[r] for r in repl], {"strategy": "gp-ivr", **info}
 
 
 def design_state(
@@ -162,9 +314,10 @@ def design_state(
     versions: Mapping[str, str],
 ) -> dict[str, Any]:
     """The state file of design round ``round_``: its universes (id, shard, seed,
-    parameters), the strategy and its diagnostics."""
+    parameters, and the universe each replicates, if any), the strategy and its
+    diagnostics."""
     space = SearchSpace.from_config(space_config)
-    universes, info = design_round(round_, sizes[round_], space, design, seed, previous)
+    universes, replicate_of, info = design_round(round_, sizes, space, design, seed, previous)
     return {
         "round": round_,
         "strategy": info.pop("strategy"),
@@ -179,8 +332,9 @@ def design_state(
                 "shard": i // shard_size,
                 "slot": i % shard_size,
                 "seed": replicate_seed(seed, round_, i, 0),
+                "replicate_of": rep,
                 "params": u,
             }
-            for i, u in enumerate(universes)
+            for i, (u, rep) in enumerate(zip(universes, replicate_of))
         ],
     }

@@ -1,9 +1,15 @@
 """The GP surrogate shared by the design rounds and the claim verdicts.
 
-A BoTorch ``SingleTaskGP`` per outcome, on the search space's features
-(:meth:`multiverse.space.SearchSpace.encode`), with a ``Normalize`` input
-transform over the space's bounds and the default ``Standardize`` outcome
-transform. Everything is float64.
+A BoTorch GP per outcome on the search space's raw features
+(:meth:`multiverse.space.SearchSpace.encode`). Its input transform
+(:func:`input_transform`) rounds integer dimensions (``Round``), takes ``log10`` of
+log-scaled ones (``Log10``) and maps the box to the unit cube (``Normalize``); the
+outcome is standardised by the default ``Standardize``. Categorical dimensions are
+one-hot columns of a ``SingleTaskGP`` (``categorical="onehot"``, the default) or
+level indices under the categorical kernel of a ``MixedSingleTaskGP``
+(``categorical="kernel"``); ``benchmarks/exploration.py`` measures both. With
+replicates, ``yvar`` gives each universe's observed noise (``train_Yvar``:
+heteroscedastic, fixed-noise likelihood). Everything is float64.
 """
 
 from __future__ import annotations
@@ -22,32 +28,103 @@ DTYPE = torch.float64
 MIN_FIT = 2
 
 
-def fit_gp(space: SearchSpace, universes: Sequence[Mapping[str, Any]], y: Sequence[float], seed: int):
+#: How categorical dimensions enter the GP: ``onehot`` columns of a SingleTaskGP, or a
+#: ``kernel`` for categories (MixedSingleTaskGP). One-hot is the default because it
+#: explored as well or better in ``benchmarks/exploration.py`` (see the README).
+CATEGORICAL = ("onehot", "kernel")
+
+
+def encoding(categorical: str) -> str:
+    """The feature encoding of categorical dimensions that a GP of this kind reads."""
+    return "onehot" if categorical == "onehot" else "index"
+
+
+def input_transform(space: SearchSpace, categorical: str = "onehot"):
+    """``Round`` (integer dimensions) -> ``Log10`` (log-scaled ones) -> ``Normalize``
+    (the space's box, in log10 where log-scaled, to the unit cube)."""
+    from botorch.models.transforms.input import ChainedInputTransform, Log10, Normalize, Round
+
+    cols = space.columns(encoding(categorical))
+    steps = {}
+    ints = [cols[d.name][0] for d in space.numeric if d.kind == "int"]
+    if ints:
+        steps["round"] = Round(integer_indices=ints)
+    logs = [cols[d.name][0] for d in space.numeric if d.log]
+    if logs:
+        steps["log10"] = Log10(indices=logs)
+    bounds = torch.as_tensor(space.bounds(encoding(categorical)), dtype=DTYPE)
+    steps["normalize"] = Normalize(d=bounds.shape[-1], bounds=bounds)
+    return ChainedInputTransform(**steps)
+
+
+def fit_gp(
+    space: SearchSpace,
+    universes: Sequence[Mapping[str, Any]],
+    y: Sequence[float],
+    seed: int,
+    yvar: Sequence[float] | None = None,
+    categorical: str = "onehot",
+):
     """Fit a GP of outcome ``y`` on ``universes``; rows with a non-finite ``y`` are left out.
 
-    Returns a fitted ``SingleTaskGP`` in eval mode.
+    Args:
+        yvar: optional observed noise variance of each ``y`` (e.g. the variance of a
+            mean over seeds); the GP then uses it as fixed, per-universe noise.
+        categorical: ``onehot`` (SingleTaskGP) or ``kernel`` (MixedSingleTaskGP).
+
+    Returns a fitted model in eval mode; ``model.categorical`` records the kind, so
+    that :func:`features` encodes new points the same way.
     """
     from botorch.fit import fit_gpytorch_mll
-    from botorch.models import SingleTaskGP
-    from botorch.models.transforms.input import Normalize
+    from botorch.models import MixedSingleTaskGP, SingleTaskGP
     from gpytorch.mlls import ExactMarginalLogLikelihood
 
     y = np.asarray(y, dtype=float)
     keep = np.isfinite(y)
     if keep.sum() < MIN_FIT:
         raise ValueError(f"a GP needs at least {MIN_FIT} finite outcomes, got {int(keep.sum())}")
-    X = torch.as_tensor(space.encode([u for u, k in zip(universes, keep) if k]), dtype=DTYPE)
+    enc = encoding(categorical)
+    X = torch.as_tensor(space.encode([u for u, k in zip(universes, keep) if k], enc), dtype=DTYPE)
     Y = torch.as_tensor(y[keep], dtype=DTYPE).unsqueeze(-1)
-    bounds = torch.as_tensor(space.bounds, dtype=DTYPE)
+    Yvar = None if yvar is None else torch.as_tensor(np.asarray(yvar, dtype=float)[keep], dtype=DTYPE).unsqueeze(-1)
     torch.manual_seed(seed)
-    model = SingleTaskGP(X, Y, input_transform=Normalize(d=X.shape[-1], bounds=bounds))
+    tf = input_transform(space, categorical)
+    cat_dims = [space.columns(enc)[d.name][0] for d in space.categorical]
+    if categorical == "kernel" and cat_dims:
+        model = MixedSingleTaskGP(X, Y, cat_dims=cat_dims, train_Yvar=Yvar, input_transform=tf)
+    else:
+        model = SingleTaskGP(X, Y, train_Yvar=Yvar, input_transform=tf)
     fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
     model.eval()
+    model.categorical = categorical
     return model
 
 
-def features(space: SearchSpace, universes: Sequence[Mapping[str, Any]]) -> torch.Tensor:
-    return torch.as_tensor(space.encode(universes), dtype=DTYPE)
+def features(space: SearchSpace, universes: Sequence[Mapping[str, Any]], model=None) -> torch.Tensor:
+    """Raw features of ``universes`` as ``model`` reads them (one-hot when no model is given)."""
+    enc = encoding(getattr(model, "categorical", "onehot"))
+    return torch.as_tensor(space.encode(universes, enc), dtype=DTYPE)
+
+
+def noise_variance(model) -> torch.Tensor:
+    """The model's observation-noise variance in standardised units: the learned
+    scalar, or each training point's fixed noise (``train_Yvar``)."""
+    return model.likelihood.noise.detach().reshape(-1)
+
+
+def lengthscales(model, space: SearchSpace) -> dict[str, float]:
+    """The fitted lengthscales of the numeric (and one-hot) features, for the design's diagnostics."""
+    names = space.feature_names(encoding(getattr(model, "categorical", "onehot")))
+    out = {}
+    for k in model.covar_module.modules():
+        ls = getattr(k, "lengthscale", None)
+        active = getattr(k, "active_dims", None)
+        if ls is None:
+            continue
+        idx = active.tolist() if active is not None else list(range(ls.shape[-1]))
+        for i, v in zip(idx, ls.detach().reshape(-1).tolist()):
+            out.setdefault(names[i], v)
+    return out
 
 
 def outcome_scale(model) -> float:
@@ -78,7 +155,7 @@ def partial_dependence(
     Returns an array with one entry per value (the GP's partial-dependence curve).
     """
     grid = [{**u, name: v} for v in values for u in base]
-    mean, _ = posterior_mean_std(model, features(space, grid))
+    mean, _ = posterior_mean_std(model, features(space, grid, model))
     return mean.reshape(len(values), len(base)).mean(axis=1)
 
 

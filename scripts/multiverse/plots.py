@@ -99,7 +99,7 @@ def posterior_map(
     dx, dy = (space[d] for d in dims)
     gx, gy = dimension_grid(space, dx.name, n), dimension_grid(space, dy.name, n)
     grid = [{**u, dx.name: x, dy.name: y} for y in gy for x in gx for u in base]
-    mean, std = posterior_mean_std(model, features(space, grid))
+    mean, std = posterior_mean_std(model, features(space, grid, model))
     shape = (len(gy), len(gx), len(base))
     mean, std = mean.reshape(shape).mean(-1), std.reshape(shape).mean(-1)
     vals = df[metric].to_numpy(dtype=float)
@@ -129,7 +129,7 @@ def specification_curve(model, space: SearchSpace, df: pd.DataFrame, metric: str
     d = df[np.isfinite(df[metric].to_numpy(dtype=float))].sort_values(metric).reset_index(drop=True)
     from multiverse.report import universes_of
 
-    mean, std = posterior_mean_std(model, features(space, universes_of(d, space)))
+    mean, std = posterior_mean_std(model, features(space, universes_of(d, space), model))
     noise_sd = float(model.likelihood.noise.detach().squeeze().sqrt()) * outcome_scale(model)
     pred_sd = np.sqrt(std**2 + noise_sd**2)
     rows: list[tuple[str, np.ndarray]] = []
@@ -137,8 +137,8 @@ def specification_curve(model, space: SearchSpace, df: pd.DataFrame, metric: str
         if dim.is_categorical:
             rows += [(f"{dim.name} = {c}", (d[dim.name] == c).to_numpy()) for c in dim.choices]
         else:
-            u = dim.to_unit(d[dim.name].to_numpy(dtype=float))
-            bins = np.minimum((u * 3).astype(int), 2)
+            u = dim.to_unit(d[dim.name].to_numpy(dtype=float))  # NaN where the dimension is inactive
+            bins = np.where(np.isfinite(u), np.minimum(np.nan_to_num(u) * 3, 2), -1).astype(int)
             rows += [(f"{dim.name}: {t} third", bins == k) for k, t in enumerate(("low", "mid", "high"))]
     fig, (top, bottom) = plt.subplots(
         2, 1, figsize=(max(7, 0.14 * len(d) + 3), 3 + 0.22 * len(rows)), sharex=True,

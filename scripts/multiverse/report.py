@@ -19,7 +19,7 @@ from multiverse.space import SearchSpace
 def reference_universes(space: SearchSpace, n: int, seed: int, fix: str | None = None) -> list[dict]:
     """A Sobol reference set over the space; with ``fix``, that dimension is held at its
     first level (callers overwrite it), so no point is repeated."""
-    ref = space.enumerated(n, seed)
+    ref = space.enumerated(n, seed, canonical=fix is None)
     if fix is not None:
         first = space[fix].choices[0]
         ref = [u for u in ref if u[fix] == first]
@@ -27,11 +27,7 @@ def reference_universes(space: SearchSpace, n: int, seed: int, fix: str | None =
 
 
 def universes_of(df: pd.DataFrame, space: SearchSpace) -> list[dict]:
-    return [
-        {d.name: (row[d.name] if d.is_categorical else (int(row[d.name]) if d.kind == "int" else float(row[d.name])))
-         for d in space.dimensions}
-        for _, row in df.iterrows()
-    ]
+    return [space.universe(row) for row in df[space.names].to_dict("records")]
 
 
 def fit_surrogates(df: pd.DataFrame, space: SearchSpace, metrics: Sequence[str], seed: int) -> dict[str, Any]:
@@ -73,7 +69,7 @@ def analyse(df: pd.DataFrame, config: Mapping[str, Any]) -> dict[str, Any]:
             else no_surrogate(int(np.isfinite(df[claim["metric"]].to_numpy(dtype=float)).sum()))
         )
         # one value per universe (its seeds averaged): replicates are not independent universes
-        per_universe = df.groupby("id", sort=False).agg({claim["metric"]: "mean", claim["dimension"]: "first"})
+        per_universe = df.groupby("universe", sort=False).agg({claim["metric"]: "mean", claim["dimension"]: "first"})
         obs = observed_verdict(
             per_universe[claim["metric"]].to_numpy(dtype=float), per_universe[claim["dimension"]].tolist(),
             claim, rep["bootstrap"], derive_seed(seed, 200 + i),

@@ -16,8 +16,10 @@ import numpy as np
 import torch
 from torch import nn
 
-# Momentum of the "momentum" optimizer (SGD with heavy-ball momentum).
+# Momentum of the "momentum" optimizer (SGD with heavy-ball momentum) when the space has
+# no ``momentum`` dimension, and the eps of adam/rmsprop without an ``eps`` one (torch's).
 DEFAULT_MOMENTUM = 0.9
+DEFAULT_EPS = 1e-8
 
 
 def resolve_device(device: str) -> torch.device:
@@ -39,16 +41,20 @@ def make_model(n_in: int, n_classes: int, width: int, depth: int) -> nn.Sequenti
 
 
 def make_optimizer(
-    name: str, params, lr: float, weight_decay: float, momentum: float = DEFAULT_MOMENTUM
+    name: str, params, lr: float, weight_decay: float, momentum: float | None = None, eps: float | None = None
 ) -> torch.optim.Optimizer:
+    """The universe's optimizer. ``momentum`` is used by ``momentum`` alone and ``eps`` by
+    ``adam`` and ``rmsprop`` alone (None: the defaults), as in a conditional space."""
+    momentum = DEFAULT_MOMENTUM if momentum is None else momentum
+    eps = DEFAULT_EPS if eps is None else eps
     if name == "sgd":
         return torch.optim.SGD(params, lr=lr, weight_decay=weight_decay)
     if name == "momentum":
         return torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay)
     if name == "adam":
-        return torch.optim.Adam(params, lr=lr, weight_decay=weight_decay)
+        return torch.optim.Adam(params, lr=lr, weight_decay=weight_decay, eps=eps)
     if name == "rmsprop":
-        return torch.optim.RMSprop(params, lr=lr, weight_decay=weight_decay)
+        return torch.optim.RMSprop(params, lr=lr, weight_decay=weight_decay, eps=eps)
     raise ValueError(f"unknown optimizer {name!r}")
 
 
@@ -93,7 +99,7 @@ def train_universe(
     model = make_model(t["X_train"].shape[1], n_classes, width, depth).to(dev)
     opt = make_optimizer(
         params["optimizer"], model.parameters(), params["lr"], params["weight_decay"],
-        params.get("momentum", DEFAULT_MOMENTUM),
+        params.get("momentum"), params.get("eps"),
     )
     gen = torch.Generator().manual_seed(seed)
     n, bs = len(t["y_train"]), int(params["batch_size"])
@@ -186,7 +192,7 @@ def failed_record(error: BaseException) -> dict[str, Any]:
 
 
 def _universe_fields(universe: Mapping[str, Any]) -> dict[str, Any]:
-    fields = ("id", "round", "index", "shard", "slot", "replicate", "seed", "params")
+    fields = ("id", "round", "index", "shard", "slot", "replicate", "seed", "replicate_of", "params")
     return {k: universe.get(k, 0 if k == "replicate" else None) for k in fields}
 
 

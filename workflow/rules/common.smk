@@ -50,9 +50,11 @@ def shard_files(name):
 
 
 def previous_metrics(wildcards):
-    """Round r's design reads every result of the rounds before it: the first seed of each
-    universe, so that adding seeds to a finished study redoes no design."""
-    return universe_files("metrics.json", range(int(wildcards.round)), seeds=[0])
+    """Round r's design reads every result of the rounds before it: the first
+    `design.replicates` seeds of each universe (default 1), so that adding seeds to a
+    finished study redoes no design."""
+    seeds = range(config["design"].get("replicates", 1))
+    return universe_files("metrics.json", range(int(wildcards.round)), seeds=seeds)
 
 
 def report_outputs():
