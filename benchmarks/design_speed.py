@@ -132,6 +132,7 @@ def main(argv=None) -> None:
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--no-ax", action="store_true")
+    ap.add_argument("--ax-n", default=None, help="numbers of universes at which Ax is run too (default: all of --n)")
     ap.add_argument("--child", choices=["ours", "ax"])
     ap.add_argument("--inputs")
     ap.add_argument("--output")
@@ -153,7 +154,9 @@ def main(argv=None) -> None:
                 one = measure("ours", inputs, args.q, 1, args.repeats, args.threads)
                 two = measure("ours", inputs, args.q, 2, args.repeats, args.threads)
                 whole = measure("ours", inputs, args.q, 2, 1, args.threads)
-                ax = None if args.no_ax else measure("ax", inputs, args.q, 1, 1, args.threads)
+                ax_n = args.n if args.ax_n is None else args.ax_n
+                run_ax = not args.no_ax and n in map(int, ax_n.split(","))
+                ax = measure("ax", inputs, args.q, 1, 1, args.threads) if run_ax else None
                 m1, m2 = statistics.median(one["rounds_s"]), statistics.median(two["rounds_s"])
                 peak = max(one["peak_mb"], two["peak_mb"], whole["peak_mb"])
                 ax_cells = (f"{ax['rounds_s'][0]:.1f} s | {ax['peak_mb']:.0f} MB | {ax['rounds_s'][0] / m1:.0f}x"

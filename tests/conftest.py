@@ -13,6 +13,16 @@ sys.path.insert(0, str(ROOT / "scripts"))
 from multiverse.config import load_config  # noqa: E402
 
 
+#: A mixed space with two conditional dimensions, shared by the space and design tests.
+MIXED_SPACE = {
+    "optimizer": {"type": "categorical", "choices": ["sgd", "momentum", "adam", "rmsprop"]},
+    "lr": {"type": "float", "low": 1e-4, "high": 1.0, "log": True},
+    "batch_size": {"type": "int", "low": 16, "high": 256, "log": True},
+    "momentum": {"type": "float", "low": 0.5, "high": 0.99, "when": {"optimizer": ["momentum"]}},
+    "eps": {"type": "float", "low": 1e-10, "high": 1.0, "log": True, "when": {"optimizer": ["adam", "rmsprop"]}},
+}
+
+
 @pytest.fixture(scope="session")
 def default_config():
     return load_config(ROOT / "config" / "config.yaml")

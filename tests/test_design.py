@@ -1,5 +1,6 @@
 import numpy as np
 import pytest
+from conftest import MIXED_SPACE
 import torch
 
 from multiverse.design import (
@@ -9,13 +10,7 @@ from multiverse.gp import features, fit_gp, outcome_scale
 from multiverse.space import SearchSpace
 
 SPACE_2D = {"x": {"type": "float", "low": 0.0, "high": 1.0}, "y": {"type": "float", "low": 1e-3, "high": 1.0, "log": True}}
-MIXED = {
-    "optimizer": {"type": "categorical", "choices": ["sgd", "momentum", "adam", "rmsprop"]},
-    "lr": {"type": "float", "low": 1e-4, "high": 1.0, "log": True},
-    "batch_size": {"type": "int", "low": 16, "high": 256, "log": True},
-    "momentum": {"type": "float", "low": 0.5, "high": 0.99, "when": {"optimizer": ["momentum"]}},
-    "eps": {"type": "float", "low": 1e-10, "high": 1.0, "log": True, "when": {"optimizer": ["adam", "rmsprop"]}},
-}
+MIXED = MIXED_SPACE
 
 
 def _toy(space, n=12, seed=0):

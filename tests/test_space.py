@@ -1,5 +1,6 @@
 import numpy as np
 import pytest
+from conftest import MIXED_SPACE
 
 from multiverse.space import SearchSpace
 
@@ -9,13 +10,7 @@ def space(default_config):
     return SearchSpace.from_config(default_config["space"])
 
 
-COND = {
-    "optimizer": {"type": "categorical", "choices": ["sgd", "momentum", "adam", "rmsprop"]},
-    "lr": {"type": "float", "low": 1e-4, "high": 1.0, "log": True},
-    "batch_size": {"type": "int", "low": 16, "high": 256, "log": True},
-    "momentum": {"type": "float", "low": 0.5, "high": 0.99, "when": {"optimizer": ["momentum"]}},
-    "eps": {"type": "float", "low": 1e-10, "high": 1.0, "log": True, "when": {"optimizer": ["adam", "rmsprop"]}},
-}
+COND = MIXED_SPACE
 
 
 def test_encoding_is_raw_one_hot_and_bounds_are_in_log_space(space):
