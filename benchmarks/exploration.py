@@ -66,8 +66,7 @@ def run_one(problem, strategy, seed, args, writer, done):
         else:
             design = {"strategy": "gp-ivr" if strategy == "ax-qnipv" else strategy, "outcomes": ["y"],
                       "candidates": args.candidates, "reference": args.reference}
-            new, _, _ = \
-                design_round(r, sizes[: r + 1], space, design, seed, records)
+            new, _, _ = design_round(r, sizes[: r + 1], space, design, seed, records)
         seconds = time.perf_counter() - start
         values = problem.evaluate(new)
         for i, (u, v) in enumerate(zip(new, values)):
