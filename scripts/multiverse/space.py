@@ -124,10 +124,6 @@ class SearchSpace:
                 )
         return cls(dims)
 
-    @property
-    def conditional(self) -> list[Dimension]:
-        return [d for d in self.dimensions if d.when is not None]
-
     def canonical(self, universe: Mapping[str, Any]) -> dict[str, Any]:
         """The universe with every inactive dimension set to None."""
         return {d.name: (universe[d.name] if d.is_active(universe) else None) for d in self.dimensions}
