@@ -221,9 +221,11 @@ def gp_ivr_round(
         else:  # a new universe: the pooled seed noise; a replicate: its own, over r more seeds
             noise = torch.as_tensor(np.concatenate([np.full(len(cand), pooled), per_seed[repl]]) / replicates / s2)
         noises.append(noise)
-        # method of moments: the spread of the universes' means less their own noise
-        between = max(float(np.nanvar(mean) - np.nanmean(yvar)), 0.0) if yvar is not None else 1.0
-        signal.append(between / (between + pooled / replicates) if yvar is not None else 1.0)
+        if yvar is None:  # no observed noise: no replicates, the ratio does not matter
+            signal.append(1.0)
+        else:  # method of moments: the spread of the universes' means less their own noise
+            between = max(float(np.nanvar(mean) - np.nanmean(yvar)), 0.0)
+            signal.append(between / (between + pooled / replicates))
         info[name] = {
             "n_fit": int(np.isfinite(mean).sum()),
             "noise": "observed (train_Yvar from seeds)" if yvar is not None else "learned (homoscedastic)",
