@@ -1,4 +1,5 @@
-"""Rule report: claim verdicts (claims.json, claims.csv) and the report's figures."""
+"""Rule report: claim verdicts (claims.json, claims.csv), the report's figures and the
+standalone page report.html (multiverse.report.build_report)."""
 from multiverse.runtime import set_threads, step_logger
 
 log = step_logger(snakemake.log[0])
@@ -7,7 +8,9 @@ set_threads(snakemake.threads)
 from multiverse.report import build_report  # noqa: E402
 
 o = snakemake.output
-build_report(
-    snakemake.input.table, snakemake.params.config, o.claims_json, o.claims_csv, o.claims_figure,
-    o.outcomes, list(o.maps), list(o.curves),
-)
+build_report(snakemake.input.table, snakemake.params.config, {
+    "claims_json": o.claims_json, "claims_csv": o.claims_csv, "claims_figure": o.claims_figure,
+    "outcomes": o.outcomes, "html": o.html, "maps": list(o.maps), "curves": list(o.curves),
+    "sobol": list(o.sobol), "loo": list(o.loo), "claim_figures": list(o.claim_figures),
+    "where_figures": list(o.where_figures),
+})

@@ -52,6 +52,11 @@ def test_claim_that_flips_on_a_boundary():
     gp, _ = _verdicts(lambda l: 0.1 * np.sign(l + 2), noise=0.01)
     assert gp["fraction_holds_lo"] < 0.5 < gp["fraction_holds_hi"]
     assert 0.3 < gp["fraction_holds"] < 0.7
+    # the flip is described in the space's own terms, at the right place
+    (fail,) = [leaf for leaf in gp["regions"]["leaves"] if not leaf["holds"]]
+    threshold = float(fail["rule"].split("<")[1])
+    assert fail["rule"].startswith("lr <") and 10**-2.4 < threshold < 10**-1.6
+    assert gp["regions"]["accuracy"] > 0.9 and "fails for lr <" in gp["regions"]["text"]
 
 
 def test_pure_noise_is_rarely_a_confident_verdict():
@@ -81,6 +86,7 @@ def test_judge_reports_disagreement():
 
 def test_claims_table_gives_every_estimate_an_interval():
     gp, obs = _verdicts(lambda l: 0.1)
-    t = claims_table([{"statement": "adam >= sgd", "gp": gp, "observed": obs, **judge(gp, obs)}])
-    assert "[" in t.loc[0, "GP effect [95% CrI]"] and "[" in t.loc[0, "observed effect [95% CI]"]
+    t = claims_table([{"statement": "adam >= sgd", "type": "comparison", "gp": gp, "observed": obs, **judge(gp, obs)}])
+    assert "[" in t.loc[0, "GP estimate [95% CrI]"] and "[" in t.loc[0, "observed estimate [95% CI]"]
+    assert "[" in t.loc[0, "GP share of multiverse where it holds [95% CrI]"]
     assert isinstance(t, pd.DataFrame) and len(t) == 1

@@ -56,6 +56,14 @@ def test_schema_rejects_unknown_top_level_key(config):
         (lambda c: c["space"]["lr"].update(when={"optimizer": ["adam"]}), "space.lr.when"),
         (lambda c: c["design"].update(replicates=2), "design.replicates"),
         (lambda c: c["design"].update(strategy="grid", grid_levels=2), "design.rounds"),
+        (lambda c: c["claims"][2].update(dimension="optimizer"), "claims[2].dimension"),
+        (lambda c: c["claims"][2].update(given=["batch_size"]), "claims[2].given[0]"),
+        (lambda c: c["claims"][2].update(given=["depth"]), "claims[2].given[0]"),
+        (lambda c: c["claims"][2]["scaled"].update(dimension="optimizer"), "claims[2].scaled.dimension"),
+        (lambda c: c["claims"][3].update(y="sharpness"), "claims[3].y"),
+        (lambda c: c["claims"][3].update(y="train_loss"), "claims[3].y"),
+        (lambda c: c["claims"][4].update(b=["adam"]), "claims[4].b"),
+        (lambda c: c["claims"][4].update(max_budget=1), "claims[4].max_budget"),
     ],
 )
 def test_cross_key_errors_name_the_key(config, edit, key):
@@ -78,6 +86,24 @@ def test_schema_declares_strategies_and_conditions(config):
     config["design"]["strategy"] = "gp-ivr"
     config["space"]["eps"]["when"] = {"optimizer": ["adam"], "lr": [1.0]}
     with pytest.raises(WorkflowError, match="when"):
+        validate(config, SCHEMA)
+
+
+@pytest.mark.parametrize(
+    "claim, missing",
+    [
+        ({"name": "t", "type": "trend", "metric": "gap", "dimension": "batch_size"}, "direction"),
+        ({"name": "c", "type": "correlation", "x": "train_loss", "y": "gap"}, "relation"),
+        ({"name": "c", "type": "correlation", "x": "train_loss", "y": "gap", "relation": ">"}, "positive"),
+        ({"name": "e", "type": "expected_best", "metric": "val_acc", "dimension": "optimizer", "a": ["adam"],
+          "relation": ">="}, "b"),
+        ({"name": "c", "metric": "gap", "dimension": "optimizer", "a": ["adam"], "b": ["sgd"]}, "relation"),
+        ({"name": "c", "type": "sign", "metric": "gap"}, "sign"),
+    ],
+)
+def test_schema_checks_what_each_claim_type_needs(config, claim, missing):
+    config["claims"] = [claim]
+    with pytest.raises(WorkflowError, match=missing):
         validate(config, SCHEMA)
 
 

@@ -17,3 +17,7 @@ METRICS = (
     "test_loss",
     "gap",
 )
+
+#: The range each bounded metric can take (accuracies); the report clips sampled
+#: outcomes to it where a statistic depends on extremes (expected best).
+METRIC_RANGE = {"train_acc": (0.0, 1.0), "val_acc": (0.0, 1.0), "test_acc": (0.0, 1.0)}

@@ -146,23 +146,56 @@ def check_config(config: Mapping[str, Any]) -> None:
         raise ConfigError("design.candidates", f"at least batch / {combos} level combinations", design.get("candidates"))
 
     for i, claim in enumerate(config.get("claims", [])):
-        key = f"claims[{i}]"
-        if claim["metric"] not in METRICS:
-            raise ConfigError(f"{key}.metric", f"a metric among {list(METRICS)}", claim["metric"])
-        dim = claim["dimension"]
-        if dim not in space:
-            raise ConfigError(f"{key}.dimension", f"a dimension among {list(space)}", dim)
-        if space[dim]["type"] != "categorical":
-            raise ConfigError(f"{key}.dimension", "a categorical dimension", dim)
-        for side in ("a", "b"):
-            for level in claim[side]:
-                if level not in space[dim]["choices"]:
-                    raise ConfigError(f"{key}.{side}", f"levels of '{dim}' among {space[dim]['choices']}", level)
-        if set(claim["a"]) & set(claim["b"]):
-            raise ConfigError(f"{key}.b", "levels disjoint from a", claim["b"])
+        check_claim(claim, f"claims[{i}]", space)
     names = [c["name"] for c in config.get("claims", [])]
     if len(set(names)) != len(names):
         raise ConfigError("claims", "distinct claim names", names)
+
+
+def check_claim(claim: Mapping[str, Any], key: str, space: Mapping[str, Mapping[str, Any]]) -> None:
+    """A claim names metrics, dimensions and levels that exist, of the kind its type needs."""
+    kind = claim.get("type", "comparison")
+
+    def metric(field: str) -> None:
+        if claim[field] not in METRICS:
+            raise ConfigError(f"{key}.{field}", f"a metric among {list(METRICS)}", claim[field])
+
+    def dimension(field: str, value: Any, categorical: bool) -> None:
+        if value not in space:
+            raise ConfigError(f"{key}.{field}", f"a dimension among {list(space)}", value)
+        if categorical is not None and (space[value]["type"] == "categorical") != categorical:
+            raise ConfigError(f"{key}.{field}", f"a {'categorical' if categorical else 'numeric'} dimension", value)
+
+    if kind == "correlation":
+        metric("x")
+        metric("y")
+        if claim["x"] == claim["y"]:
+            raise ConfigError(f"{key}.y", "a metric other than x", claim["y"])
+        return
+    metric("metric")
+    dim = claim["dimension"]
+    if kind == "trend":
+        dimension("dimension", dim, categorical=False)
+        for j, g in enumerate(claim.get("given", [])):
+            dimension(f"given[{j}]", g, categorical=None)
+            if g == dim:
+                raise ConfigError(f"{key}.given[{j}]", f"a dimension other than '{dim}'", g)
+        if claim.get("scaled"):
+            s = claim["scaled"]["dimension"]
+            dimension("scaled.dimension", s, categorical=False)
+            if s == dim or not (space[s].get("log") and space[dim].get("log")):
+                raise ConfigError(f"{key}.scaled.dimension", f"a log-scaled numeric dimension other than '{dim}' "
+                                  f"(and '{dim}' log-scaled too)", s)
+        return
+    dimension("dimension", dim, categorical=True)
+    for side in ("a", "b"):
+        for level in claim[side]:
+            if level not in space[dim]["choices"]:
+                raise ConfigError(f"{key}.{side}", f"levels of '{dim}' among {space[dim]['choices']}", level)
+    if set(claim["a"]) & set(claim["b"]):
+        raise ConfigError(f"{key}.b", "levels disjoint from a", claim["b"])
+    if kind == "expected_best" and claim.get("max_budget") and claim["max_budget"] < claim.get("min_budget", 1):
+        raise ConfigError(f"{key}.max_budget", f"at least min_budget ({claim.get('min_budget', 1)})", claim["max_budget"])
 
 
 def space_size(space: Mapping[str, Mapping[str, Any]]) -> float:
@@ -213,7 +246,8 @@ def n_shards(config: Mapping[str, Any], round_: int) -> int:
 
 def report_metrics(config: Mapping[str, Any]) -> list[str]:
     """Metrics the report shows: those the claims name, then the design's outcomes."""
-    names = [c["metric"] for c in config.get("claims", [])] + list(config["design"]["outcomes"])
+    names = [m for c in config.get("claims", []) for m in ((c["x"], c["y"]) if "x" in c else (c["metric"],))]
+    names += list(config["design"]["outcomes"])
     names += list(config.get("report", {}).get("metrics", []))
     return list(dict.fromkeys(names))
 

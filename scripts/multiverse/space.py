@@ -211,8 +211,17 @@ class SearchSpace:
 
         A categorical dimension takes the Sobol coordinate's ``floor(u * L)``-th level.
         """
-        k = len(self.numeric) + len(self.categorical)
-        u = scrambled_sobol(n, k, seed)
+        return self.from_cube(scrambled_sobol(n, len(self.dimensions), seed))
+
+    def cube_names(self) -> list[str]:
+        """The dimension of each column of :meth:`from_cube`'s cube: numeric, then categorical."""
+        return [d.name for d in self.numeric] + [d.name for d in self.categorical]
+
+    def from_cube(self, u: np.ndarray) -> list[dict]:
+        """Universes from ``n x k`` points of the unit cube with one column per dimension
+        (in :meth:`cube_names` order); a categorical column in ``[l/L, (l+1)/L)`` picks
+        level ``l``, so the cube's uniform measure is the space's."""
+        u = np.asarray(u, dtype=float).reshape(-1, len(self.dimensions))
         num, cat = u[:, : len(self.numeric)], u[:, len(self.numeric) :]
         levels = [
             tuple(d.choices[min(int(math.floor(c * len(d.choices))), len(d.choices) - 1)] for d, c in zip(self.categorical, row))

@@ -60,5 +60,7 @@ def previous_metrics(wildcards):
 def report_outputs():
     figures = [f"{OUT}/report/outcomes_vs_dimensions.png", f"{OUT}/report/claims.png"]
     for m in report_metrics(config):
-        figures += [f"{OUT}/report/posterior_map_{m}.png", f"{OUT}/report/specification_curve_{m}.png"]
-    return [f"{OUT}/report/claims.json", f"{OUT}/report/claims.csv"] + figures
+        figures += [f"{OUT}/report/{kind}_{m}.png" for kind in ("posterior_map", "specification_curve", "sobol", "loo")]
+    for c in config.get("claims", []):
+        figures += [f"{OUT}/report/claim_{c['name']}.png", f"{OUT}/report/claim_{c['name']}_where.png"]
+    return [f"{OUT}/report/claims.json", f"{OUT}/report/claims.csv", f"{OUT}/report.html"] + figures

@@ -1,0 +1,88 @@
+"""The standalone report page, ``results/<study>/report.html``: one self-contained HTML
+file (figures embedded as PNG data URIs) that opens with the claims' summary table,
+then a section per claim with the figures behind its verdict, then what each choice
+matters (Sobol indices), the surrogates' leave-one-out diagnostics and the maps.
+"""
+
+from __future__ import annotations
+
+import base64
+import html as _html
+from pathlib import Path
+from typing import Any, Mapping
+
+import pandas as pd
+
+from multiverse.config import report_metrics
+
+CSS = """
+body { font-family: system-ui, sans-serif; max-width: 1200px; margin: 2em auto; padding: 0 1em; color: #222; }
+table { border-collapse: collapse; font-size: 0.85em; margin: 1em 0; }
+th, td { border: 1px solid #ccc; padding: 4px 8px; text-align: left; vertical-align: top; }
+th { background: #f0f0f0; }
+figure { margin: 1.5em 0; }
+figure img { max-width: 100%; border: 1px solid #eee; }
+figcaption { font-size: 0.85em; color: #555; }
+.flag { color: #a00; font-weight: bold; }
+"""
+
+
+def _img(path: str, caption: str) -> str:
+    data = base64.b64encode(Path(path).read_bytes()).decode("ascii")
+    return (f'<figure><img src="data:image/png;base64,{data}" alt="{_html.escape(caption)}">'
+            f"<figcaption>{_html.escape(caption)}</figcaption></figure>")
+
+
+def _table(df: pd.DataFrame) -> str:
+    return df.to_html(index=False, na_rep="n/a", border=0, escape=True)
+
+
+def write_report(path: str, config: Mapping[str, Any], df: pd.DataFrame, result: Mapping[str, Any],
+                 tables: Mapping[str, pd.DataFrame], out: Mapping[str, Any]) -> None:
+    """Write the page atomically (a failure leaves any earlier page in place)."""
+    from multiverse.runtime import atomic_write
+
+    study = config.get("study", "multiverse")
+    metrics = report_metrics(config)
+    n_u, n_runs = df["universe"].nunique(), len(df)
+    parts = [
+        f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>Multiverse report: {_html.escape(study)}</title>",
+        f"<style>{CSS}</style></head><body>",
+        f"<h1>Multiverse report: {_html.escape(study)}</h1>",
+        f"<p>{n_u} universes ({n_runs} training runs; statuses {_html.escape(str(df['status'].value_counts().to_dict()))}). "
+        "Every verdict gives the GP surrogate's answer (joint posterior samples: 95% credible intervals) beside a "
+        "model-free bootstrap over the observed universes (95% intervals); where they disagree, the verdict says so. "
+        "A claim holds at P(holds) &ge; 0.95 and fails at P(holds) &le; 0.05.</p>",
+        "<h2>Summary of claims</h2>",
+        _table(tables["claims"]),
+    ]
+    for c, main_png, where_png in zip(result["claims"], out["claim_figures"], out["where_figures"]):
+        flag = "" if c.get("surrogate_ok", True) else " <span class='flag'>(surrogate fits poorly)</span>"
+        parts += [f"<h2 id='{_html.escape(c['name'])}'>Claim: {_html.escape(c['statement'])}{flag}</h2>",
+                  f"<p><b>Verdict:</b> {_html.escape(c['summary'])}</p>"]
+        regions = (c["gp"].get("regions") or {}).get("text")
+        if regions:
+            parts.append(f"<p><b>Where it holds and flips (GP):</b> {_html.escape(regions)}</p>")
+        parts += [_img(main_png, f"{c['statement']}: the evidence behind the verdict"),
+                  _img(where_png, f"{c['statement']}: where in the multiverse it holds")]
+    parts += ["<h2>Which choices matter: Sobol indices</h2>",
+              "<p>First-order: the share of the metric's variance over the multiverse due to a choice alone; "
+              "total-order: including its interactions. From the GP surrogate, 95% credible intervals over "
+              "posterior samples; a categorical choice's levels form one index.</p>",
+              _table(tables["sensitivity"])]
+    for m, png in zip(metrics, out["sobol"]):
+        parts.append(_img(png, f"Sobol indices of {m}"))
+    parts += ["<h2>Surrogate diagnostics: leave-one-out</h2>",
+              "<p>Each universe predicted by the GP fitted to the others (hyperparameters fixed). A surrogate with "
+              "LOO R<sup>2</sup> &lt; 0.5 or 95% coverage &lt; 0.8 is flagged, and so is every verdict resting on it.</p>",
+              _table(tables["diagnostics"])]
+    for m, png in zip(metrics, out["loo"]):
+        parts.append(_img(png, f"Leave-one-out calibration of the {m} surrogate"))
+    parts.append("<h2>The multiverse</h2>")
+    parts.append(_img(out["claims_figure"], "Every claim's effect: GP (95% CrI) beside the observed universes (95% CI)"))
+    parts.append(_img(out["outcomes"], "Each outcome against each choice, one point per training run"))
+    for m, map_png, curve_png in zip(metrics, out["maps"], out["curves"]):
+        parts.append(_img(map_png, f"GP posterior mean and standard deviation of {m}, with the universes"))
+        parts.append(_img(curve_png, f"Specification curve of {m}"))
+    parts.append("</body></html>")
+    atomic_write(path, lambda tmp: Path(tmp).write_text("\n".join(parts), encoding="utf-8"))
