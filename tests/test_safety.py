@@ -107,7 +107,7 @@ def test_study_name_cannot_leave_results(config):
 
 def test_every_output_stays_under_results(tiny_run):
     """After a full run (and its report), nothing was written outside results/ and Snakemake's own folder."""
-    allowed = {"results", ".snakemake", "report.html", "tiny.yaml", "workflow", "scripts", "config", "envs", "profiles"}
+    allowed = {"results", ".snakemake", "snakemake_report.html", "tiny.yaml", "workflow", "scripts", "config", "envs", "profiles"}
     assert {p.name for p in tiny_run.iterdir()} <= allowed
     for d in ("workflow", "scripts", "config", "envs", "profiles"):
         made = {p.relative_to(tiny_run / d) for p in (tiny_run / d).rglob("*") if "__pycache__" not in p.parts}

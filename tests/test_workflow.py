@@ -55,17 +55,33 @@ def test_multiverse_table(run):
     assert list(csv["id"]) == list(df["id"])
 
 
+FIGURES = ["claims", "outcomes_vs_dimensions"] + [
+    f"{kind}_{m}" for m in ("test_acc", "gap", "train_loss", "val_acc")
+    for kind in ("posterior_map", "specification_curve", "sobol", "loo")
+] + [f"claim_{c}{w}" for c in ("adam_vs_sgd", "adaptive_gap", "gap_grows_with_batch", "train_loss_vs_gap",
+                               "adam_expected_best") for w in ("", "_where")]
+
+
 def test_claims_and_figures(run):
     claims = json.loads((run / OUT / "report/claims.json").read_text())
-    assert [c["name"] for c in claims["claims"]] == ["adam_vs_sgd", "adaptive_gap"]
+    assert [c["name"] for c in claims["claims"]] == [
+        "adam_vs_sgd", "adaptive_gap", "gap_grows_with_batch", "train_loss_vs_gap", "adam_expected_best"]
+    assert [c["type"] for c in claims["claims"]] == ["comparison", "comparison", "trend", "correlation", "expected_best"]
     for c in claims["claims"]:
         g = c["gp"]
-        assert 0 <= g["p_holds"] <= 1 and g["effect_lo"] <= g["effect"] <= g["effect_hi"]
-        assert g["verdict"] in ("holds", "fails", "uncertain")
-        assert "observed" in c and "summary" in c
-    for png in ("claims", "outcomes_vs_dimensions", "posterior_map_test_acc", "posterior_map_gap",
-                "specification_curve_test_acc", "specification_curve_gap"):
-        assert (run / OUT / f"report/{png}.png").read_bytes()[:4] == b"\x89PNG"
+        assert g["verdict"] in ("holds", "fails", "uncertain", "too few universes")
+        if g["verdict"] != "too few universes":
+            assert 0 <= g["p_holds"] <= 1 and g["effect_lo"] <= g["effect_hi"]
+        assert "observed" in c and "summary" in c and "surrogate_ok" in c
+    trend = claims["claims"][2]
+    assert [k["label"] for k in trend["conditions"]][::4] == ["marginal", "with lr scaled as batch_size^1"]
+    for m in ("test_acc", "gap"):
+        assert set(claims["sensitivity"][m]) == {"optimizer", "lr", "weight_decay", "batch_size", "momentum", "eps"}
+        assert 0 <= claims["diagnostics"][m]["coverage"] <= 1
+    for png in FIGURES:
+        assert (run / OUT / f"report/{png}.png").read_bytes()[:4] == b"\x89PNG", png
+    page = (run / OUT / "report.html").read_text()
+    assert "Summary of claims" in page and page.count("<img ") == len(FIGURES)
 
 
 def test_rerun_has_nothing_to_do(run):
@@ -74,11 +90,11 @@ def test_rerun_has_nothing_to_do(run):
 
 
 def test_snakemake_report(run):
-    res = snakemake(run, "--report", "report.html")
+    res = snakemake(run, "--report", "snakemake_report.html")
     assert res.returncode == 0, res.stderr[-3000:]
-    html = (run / "report.html").read_text()
-    for name in ("claims.csv", "claims.png", "posterior_map_test_acc.png", "specification_curve_gap.png",
-                 "Specification curve", "Summary of claims"):
+    html = (run / "snakemake_report.html").read_text()
+    for name in ["claims.csv", "Specification curve", "Summary of claims", "Sobol", "leave-one-out"] + \
+            [f"{png}.png" for png in FIGURES]:
         assert name in html, name
 
 
