@@ -279,4 +279,5 @@ def test_gp_intervals_cover_the_truth_over_repeated_draws(kind):
             ref = [u for u in SPACE.enumerated(128, s, canonical=False) if u["optimizer"] == "sgd"]
             r = C.expected_best_gp(model, SPACE, claim, ref, 256, s, noise, [1, 2, 3, 4])
         hits += covered((r["effect_lo"], r["effect_hi"]), truth)
+    print(f"{kind}: the 95% interval held the truth in {hits} of {N_DRAWS} draws")
     assert hits >= (17 if kind == "correlation" else 20), f"{kind}: the 95% interval covered the truth {hits} of {N_DRAWS} times (truth {truth:+.4f})"
