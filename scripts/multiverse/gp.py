@@ -226,8 +226,27 @@ def loo_diagnostics(model) -> dict[str, Any]:
     covered = np.abs(y - mean) <= 1.96 * sd
     coverage = float(covered.mean())
     ok = bool(np.isfinite(r2) and r2 >= MIN_LOO_R2 and coverage >= MIN_COVERAGE)
-    return {"rmse": rmse, "r2": r2, "coverage": coverage, "n": int(len(y)), "ok": ok,
-            "observed": y.tolist(), "predicted": mean.tolist(), "predicted_sd": sd.tolist()}
+    out = {"rmse": rmse, "r2": r2, "coverage": coverage, "n": int(len(y)), "ok": ok,
+           "observed": y.tolist(), "predicted": mean.tolist(), "predicted_sd": sd.tolist()}
+    return {**out, **loo_intervals(y, mean, covered)}
+
+
+def loo_intervals(y: np.ndarray, mean: np.ndarray, covered: np.ndarray, n_boot: int = 1000, seed: int = 0) -> dict:
+    """95% intervals of the LOO statistics: a bootstrap over universes for RMSE and R^2,
+    Wilson's interval for the coverage (scipy's ``binomtest``)."""
+    from scipy.stats import binomtest
+
+    rng = np.random.default_rng(seed)
+    i = rng.integers(0, len(y), (n_boot, len(y)))
+    mse = ((mean[i] - y[i]) ** 2).mean(1)
+    var = y[i].var(1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r2 = np.where(var > 0, 1 - mse / var, np.nan)
+    ci = binomtest(int(covered.sum()), len(covered)).proportion_ci(0.95, method="wilson")
+    q = lambda v: [float(x) for x in np.nanquantile(v, [0.025, 0.975])]  # noqa: E731
+    (rlo, rhi), (r2lo, r2hi) = q(np.sqrt(mse)), q(r2)
+    return {"rmse_lo": rlo, "rmse_hi": rhi, "r2_lo": r2lo, "r2_hi": r2hi,
+            "coverage_lo": float(ci.low), "coverage_hi": float(ci.high)}
 
 
 def fit_multitask_gp(space: SearchSpace, universes: Sequence[Mapping[str, Any]], Y: np.ndarray, seed: int):

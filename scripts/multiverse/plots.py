@@ -230,8 +230,10 @@ def loo_calibration(diag: Mapping[str, Any], metric: str, path: str) -> None:
     a.set_xlabel(f"observed {label(metric)}")
     a.set_ylabel(f"LOO predicted {label(metric)} (95% interval)")
     a.legend(fontsize=7)
-    a.set_title(f"Leave-one-out: RMSE {diag['rmse']:.3g}, R$^2$ {diag['r2']:.2f}, "
-                f"95% coverage {diag['coverage']:.2f} (n={diag['n']})" + ("" if diag["ok"] else "\nPOOR FIT: verdicts flagged"))
+    a.set_title(f"Leave-one-out (n={diag['n']}, 95% intervals in brackets):\nRMSE {diag['rmse']:.3g} "
+                f"[{diag['rmse_lo']:.3g}, {diag['rmse_hi']:.3g}], R$^2$ {diag['r2']:.2f} [{diag['r2_lo']:.2f}, "
+                f"{diag['r2_hi']:.2f}], coverage {diag['coverage']:.2f} [{diag['coverage_lo']:.2f}, "
+                f"{diag['coverage_hi']:.2f}]" + ("" if diag["ok"] else "\nPOOR FIT: verdicts flagged"), fontsize=8)
     z = (y - mu) / np.where(sd > 0, sd, np.nan)
     sns.histplot(z, stat="density", ax=b, bins=min(20, max(5, len(z) // 3)), label="universes")
     g = np.linspace(-4, 4, 200)

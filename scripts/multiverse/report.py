@@ -253,11 +253,15 @@ def diagnostics_table(diag: Mapping[str, Mapping[str, Any] | None]) -> pd.DataFr
     rows = []
     for m, d in diag.items():
         if d is None:
-            rows.append({"metric": m, "universes": 0, "LOO RMSE": np.nan, "LOO R^2": np.nan,
-                         "95% interval coverage": np.nan, "fit": "no surrogate"})
+            rows.append({"metric": m, "universes": 0, "LOO RMSE [95% CI]": "n/a", "LOO R^2 [95% CI]": "n/a",
+                         "coverage of 95% intervals [95% CI]": "n/a", "fit": "no surrogate"})
             continue
-        rows.append({"metric": m, "universes": d["n"], "LOO RMSE": round(d["rmse"], 4), "LOO R^2": round(d["r2"], 3),
-                     "95% interval coverage": round(d["coverage"], 3), "fit": "ok" if d["ok"] else "poor: flagged"})
+        rows.append({"metric": m, "universes": d["n"],
+                     "LOO RMSE [95% CI]": f"{d['rmse']:.4f} [{d['rmse_lo']:.4f}, {d['rmse_hi']:.4f}]",
+                     "LOO R^2 [95% CI]": f"{d['r2']:.2f} [{d['r2_lo']:.2f}, {d['r2_hi']:.2f}]",
+                     "coverage of 95% intervals [95% CI]":
+                         f"{d['coverage']:.2f} [{d['coverage_lo']:.2f}, {d['coverage_hi']:.2f}]",
+                     "fit": "ok" if d["ok"] else "poor: verdicts flagged"})
     return pd.DataFrame(rows)
 
 
