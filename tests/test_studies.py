@@ -183,10 +183,14 @@ def test_a_tiny_cifar_study_with_every_new_part_runs_end_to_end(tmp_path):
         "lr_scaling": {"type": "categorical", "choices": ["none", "sqrt"]},
         "warmup_epochs": {"type": "int", "low": 0, "high": 1},
         "steps": {"type": "int", "low": 2, "high": 6},
+        "eps": {"type": "float", "low": 1e-8, "high": 1.0, "log": True, "when": {"optimizer": ["adam"]}},
     }
     claims = [
         {"name": "id_ood", "type": "correlation", "x": "test_acc", "y": "ood_acc", "relation": "positive"},
         {"name": "sharp_gap", "type": "correlation", "x": "sharpness", "y": "gap", "relation": "positive"},
+        # a trend over a conditional dimension (its map uses the universes where eps is active)
+        {"name": "eps_trend", "type": "trend", "metric": "test_acc", "dimension": "eps", "direction": "increasing",
+         "given": ["optimizer"]},
     ]
     cwd = make_checkout(tmp_path / "run")
     config = load_config(TINY)
@@ -201,5 +205,7 @@ def test_a_tiny_cifar_study_with_every_new_part_runs_end_to_end(tmp_path):
     record = json.loads(next((cwd / "results/tiny/universes").rglob("train.json")).read_text())
     assert record["steps_run"] == record["params"]["steps"]
     report = json.loads((cwd / "results/tiny/report/claims.json").read_text())
-    assert [c["name"] for c in report["claims"]] == ["id_ood", "sharp_gap"]
-    assert (cwd / "results/tiny/report/claim_sharp_gap.png").stat().st_size > 0
+    assert [c["name"] for c in report["claims"]] == ["id_ood", "sharp_gap", "eps_trend"]
+    for name in ("sharp_gap", "eps_trend"):
+        for suffix in ("", "_where"):
+            assert (cwd / f"results/tiny/report/claim_{name}{suffix}.png").stat().st_size > 0
