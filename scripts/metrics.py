@@ -1,4 +1,4 @@
-"""Rule metrics: accuracy, loss and generalisation gap of every universe of one shard."""
+"""Rule metrics: accuracy, loss, generalisation gap (and OOD accuracy, sharpness) of every universe of one shard."""
 from multiverse.runtime import set_threads, step_logger
 
 log = step_logger(snakemake.log[0])
@@ -8,5 +8,5 @@ from multiverse.train import metrics_shard  # noqa: E402
 
 metrics_shard(
     snakemake.input.data, snakemake.input.models, snakemake.input.records, snakemake.params.model,
-    snakemake.output, log,
+    snakemake.output, log, snakemake.params.sharpness,
 )

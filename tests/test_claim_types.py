@@ -159,6 +159,21 @@ def test_kendall_tau_matches_scipy():
     assert C.kendall_tau(x, y) == pytest.approx(kendalltau(x, y).statistic)
 
 
+def test_granulated_tau_on_matched_universes_of_a_grid():
+    """On a grid every universe has partners differing in one dimension only: along lr
+    x rises with y (tau +1 in every group), along batch size x falls with y (-1)."""
+    us = SPACE.grid(4, 0)
+    lr, bs = pos(us, "lr"), pos(us, "batch_size")
+    x, y = lr - bs, lr + bs  # x and y agree in lr, disagree in batch size
+    m = C.matched_granulated(SPACE, us, x, y, n_boot=200, seed=0)
+    assert m["per_dimension"]["lr"] == 1.0 and m["per_dimension"]["batch_size"] == -1.0
+    assert np.isnan(m["per_dimension"].get("optimizer", np.nan))  # no change in x or y across optimizers
+    assert m["effect"] == 0.0 and m["lo"] == m["hi"] == 0.0 and m["groups"] >= C.MIN_MATCHED_GROUPS
+    # a single matched pair says nothing: no estimate
+    few = C.matched_granulated(SPACE, us[:2], x[:2], y[:2], n_boot=200, seed=0)
+    assert few["groups"] < C.MIN_MATCHED_GROUPS and np.isnan(few["effect"]) and np.isnan(few["lo"])
+
+
 # --- expected best --------------------------------------------------------------
 BEST = {"name": "e", "type": "expected_best", "metric": "val_acc", "dimension": "optimizer",
         "a": ["adam"], "b": ["sgd"], "relation": ">="}

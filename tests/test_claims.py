@@ -90,3 +90,14 @@ def test_claims_table_gives_every_estimate_an_interval():
     assert "[" in t.loc[0, "GP estimate [95% CrI]"] and "[" in t.loc[0, "observed estimate [95% CI]"]
     assert "[" in t.loc[0, "GP share of multiverse where it holds [95% CrI]"]
     assert isinstance(t, pd.DataFrame) and len(t) == 1
+
+
+def test_scattered_exceptions_are_not_called_a_region():
+    from multiverse.claims import describe_regions
+
+    space = SearchSpace.from_config(SPACE)
+    us = space.sobol(100, 0)
+    holds = np.ones(100, dtype=bool)
+    holds[::20] = False  # 5% scattered failures: no region of 10% or more
+    regions = describe_regions(space, us, holds, exclude={"optimizer"})
+    assert regions["text"] == "holds on 95% of the multiverse, with no region of 10% or more where it fails"

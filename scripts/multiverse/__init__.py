@@ -17,7 +17,10 @@ METRICS = (
     "test_loss",
     "gap",
 )
+#: Metrics a study adds with a config key: the OOD split's (``data.ood``) and the
+#: adaptive sharpness (``metrics.sharpness``).
+OPTIONAL_METRICS = {"ood_acc": "data.ood", "ood_loss": "data.ood", "sharpness": "metrics.sharpness"}
 
 #: The range each bounded metric can take (accuracies); the report clips sampled
 #: outcomes to it where a statistic depends on extremes (expected best).
-METRIC_RANGE = {"train_acc": (0.0, 1.0), "val_acc": (0.0, 1.0), "test_acc": (0.0, 1.0)}
+METRIC_RANGE = {"train_acc": (0.0, 1.0), "val_acc": (0.0, 1.0), "test_acc": (0.0, 1.0), "ood_acc": (0.0, 1.0)}

@@ -6,7 +6,7 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from multiverse import METRICS
+from multiverse import METRICS, OPTIONAL_METRICS
 from multiverse.runtime import atomic_write
 
 #: Record fields that describe how a universe's training went.
@@ -22,6 +22,7 @@ def universe_row(record: Mapping[str, Any], space_names: Sequence[str]) -> dict[
     row["universe"] = record.get("replicate_of") or record["id"]
     row.update({n: record["params"].get(n) for n in space_names})
     row.update({m: record["metrics"][m] for m in METRICS})
+    row.update({m: record["metrics"][m] for m in OPTIONAL_METRICS if m in record["metrics"]})
     row.update({k: record.get(k) for k in OUTCOME_FIELDS})
     row.update({f"version_{k}": v for k, v in sorted(record.get("versions", {}).items())})
     return row

@@ -244,6 +244,11 @@ def describe_regions(
 
     walk(0, [])
     acc = float(tree.score(X, holds))
+    if len(leaves) == 1:  # one verdict everywhere but for scattered points: say so plainly
+        ok = leaves[0]["holds"]
+        text = (f"{'holds' if ok else 'fails'} on {share if ok else 1 - share:.0%} of the multiverse, with no region "
+                f"of 10% or more where it {'fails' if ok else 'holds'}")
+        return {"text": text, "leaves": leaves, "accuracy": acc, "share_holds": share}
     fails = [leaf for leaf in leaves if not leaf["holds"]]
     holds_ = [leaf for leaf in leaves if leaf["holds"]]
     parts = []
@@ -271,7 +276,10 @@ def trend_conditions(space, claim: Mapping[str, Any]) -> list[dict[str, Any]]:
     for name in claim.get("given", []):
         d = space[name]
         if d.is_categorical:
+            trend_dim = space[claim["dimension"]]
             for lv in d.choices:
+                if trend_dim.when is not None and trend_dim.when[0] == name and lv not in trend_dim.when[1]:
+                    continue  # the trend's dimension is inactive at this level: nothing to read
                 out.append({"label": f"at {name} = {lv}", "fixed": {name: lv},
                             "select": (lambda u, n=name, v=lv: u[n] == v), "scaled": None})
         else:
@@ -434,19 +442,49 @@ def correlation_gp(model, space, claim: Mapping[str, Any], base: Sequence[Mappin
     return out
 
 
-def matched_granulated(space, universes: Sequence[Mapping[str, Any]], x: np.ndarray, y: np.ndarray) -> dict[str, float]:
-    """Granulated tau on matched universes: per dimension, the mean tau within groups of
-    observed universes that differ in that dimension only (none in a Sobol or GP
-    design unless it is a grid)."""
+#: Fewest matched groups (universes differing in one dimension only) for an observed
+#: granulated tau; with fewer, a single pair's tau of +-1 would stand for the whole claim.
+MIN_MATCHED_GROUPS = 5
+
+
+def matched_groups(space, universes: Sequence[Mapping[str, Any]]) -> dict[str, list[list[int]]]:
+    """Per dimension, the groups (of 2 or more) of observed universes that differ in that
+    dimension only (few in a Sobol or GP design unless it is a grid)."""
     out = {}
     for d in space.dimensions:
         groups: dict[tuple, list[int]] = {}
         for i, u in enumerate(universes):
             groups.setdefault(space.key({**u, d.name: None}), []).append(i)
-        taus = [float(kendall_tau(x[g], y[g])) for g in groups.values() if len(g) >= 2]
-        taus = [t for t in taus if np.isfinite(t)]
-        if taus:
-            out[d.name] = float(np.mean(taus))
+        keep = [g for g in groups.values() if len(g) >= 2]
+        if keep:
+            out[d.name] = keep
+    return out
+
+
+def matched_granulated(space, universes: Sequence[Mapping[str, Any]], x: np.ndarray, y: np.ndarray,
+                       n_boot: int = 0, seed: int = 0) -> dict[str, Any]:
+    """Granulated tau on matched universes: per dimension, the mean tau within its
+    :func:`matched_groups`, then the mean over dimensions. With ``n_boot``, a bootstrap
+    over the groups (resampled within each dimension) gives its interval.
+
+    Returns ``{"per_dimension", "effect", "lo", "hi", "groups"}`` (NaN effect and
+    interval with fewer than :data:`MIN_MATCHED_GROUPS` groups).
+    """
+    taus = {}
+    for name, groups in matched_groups(space, universes).items():
+        t = np.array([float(kendall_tau(x[g], y[g])) for g in groups])
+        if np.isfinite(t).any():
+            taus[name] = t[np.isfinite(t)]
+    n_groups = int(sum(len(t) for t in taus.values()))
+    out = {"per_dimension": {k: float(t.mean()) for k, t in taus.items()}, "groups": n_groups,
+           "effect": float("nan"), "lo": float("nan"), "hi": float("nan")}
+    if n_groups < MIN_MATCHED_GROUPS:
+        return out
+    out["effect"] = float(np.mean([t.mean() for t in taus.values()]))
+    if n_boot:
+        rng = np.random.default_rng(seed)
+        boot = np.mean([t[rng.integers(0, len(t), (n_boot, len(t)))].mean(1) for t in taus.values()], axis=0)
+        out["lo"], out["hi"] = (float(v) for v in np.quantile(boot, [0.025, 0.975]))
     return out
 
 
@@ -467,9 +505,11 @@ def correlation_observed(space, universes: Sequence[Mapping[str, Any]], x: np.nd
     boot = kendall_tau(x[i], y[i])
     boot = boot[np.isfinite(boot)]
     out = {**summarise(boot, claim_sign(relation(claim))), "effect": float(kendalltau(x, y).statistic), "n": int(len(x))}
-    matched = matched_granulated(space, us, x, y)
-    out["granulated_matched"] = float(np.mean(list(matched.values()))) if matched else float("nan")
-    out["granulated_matched_dimensions"] = sorted(matched)
+    matched = matched_granulated(space, us, x, y, n_boot, seed + 1)
+    out["granulated_matched"] = matched["effect"]
+    out["granulated_matched_lo"], out["granulated_matched_hi"] = matched["lo"], matched["hi"]
+    out["granulated_matched_groups"] = matched["groups"]
+    out["granulated_matched_dimensions"] = sorted(matched["per_dimension"])
     return out
 
 

@@ -15,12 +15,18 @@ from typing import Any, Mapping
 
 import yaml
 
-from multiverse import METRICS
+from multiverse import METRICS, OPTIONAL_METRICS
 
 #: Datasets bundled with an installed package, and those read from ``data.path``.
 BUNDLED_DATASETS = ("digits",)
-LOCAL_DATASETS = ("mnist",)
+LOCAL_DATASETS = ("mnist", "cifar10", "cifar100")
 DATASETS = BUNDLED_DATASETS + LOCAL_DATASETS
+#: Space dimensions the trainer reads (:func:`multiverse.train.train_universe`); the
+#: first four are required. ``epochs`` or ``steps`` makes the budget a choice.
+TRAINING_DIMENSIONS = ("optimizer", "lr", "weight_decay", "batch_size", "momentum", "eps", "lr_scaling",
+                       "warmup_epochs", "epochs", "steps")
+#: Levels of an ``lr_scaling`` dimension (:data:`multiverse.train.LR_SCALING`).
+LR_SCALING_RULES = ("none", "linear", "sqrt")
 
 
 class ConfigError(ValueError):
@@ -76,6 +82,8 @@ def check_config(config: Mapping[str, Any]) -> None:
     space = config["space"]
     for name, spec in space.items():
         key = f"space.{name}"
+        if name not in TRAINING_DIMENSIONS:
+            raise ConfigError(key, f"a dimension the trainer uses, among {list(TRAINING_DIMENSIONS)}", name)
         if spec["type"] == "categorical":
             if len(set(map(str, spec["choices"]))) != len(spec["choices"]):
                 raise ConfigError(f"{key}.choices", "distinct choices", spec["choices"])
@@ -110,6 +118,18 @@ def check_config(config: Mapping[str, Any]) -> None:
         raise ConfigError("space.momentum", "a float dimension within [0, 1)", space["momentum"])
     if "eps" in space and not (space["eps"]["type"] == "float" and space["eps"]["low"] > 0):
         raise ConfigError("space.eps", "a float dimension with low > 0", space["eps"])
+    if "lr_scaling" in space:
+        spec = space["lr_scaling"]
+        if spec["type"] != "categorical" or not set(spec["choices"]) <= set(LR_SCALING_RULES):
+            raise ConfigError("space.lr_scaling", f"a categorical dimension with choices among {list(LR_SCALING_RULES)}",
+                              spec.get("choices", spec["type"]))
+    if "warmup_epochs" in space and (space["warmup_epochs"]["type"] == "categorical" or space["warmup_epochs"]["low"] < 0):
+        raise ConfigError("space.warmup_epochs", "a numeric dimension with low >= 0", space["warmup_epochs"])
+    for name in ("epochs", "steps"):
+        if name in space and (space[name]["type"] != "int" or space[name]["low"] < 1):
+            raise ConfigError(f"space.{name}", "an int dimension with low >= 1", space[name])
+    if "epochs" in space and "steps" in space:
+        raise ConfigError("space.steps", "either an epochs or a steps budget dimension, not both", "steps")
     if space["batch_size"]["type"] != "int":
         raise ConfigError("space.batch_size.type", "'int'", space["batch_size"]["type"])
     if space["batch_size"]["low"] < 1:
@@ -120,12 +140,11 @@ def check_config(config: Mapping[str, Any]) -> None:
     for key, n in (("design.initial", design["initial"]), ("design.batch", design["batch"])):
         if n % shard:
             raise ConfigError(key, f"a multiple of training.shard_size ({shard})", n)
+    metrics = study_metrics(config)
     for i, name in enumerate(design["outcomes"]):
-        if name not in METRICS:
-            raise ConfigError(f"design.outcomes[{i}]", f"a metric among {list(METRICS)}", name)
+        check_metric(name, f"design.outcomes[{i}]", metrics)
     for i, name in enumerate(config.get("report", {}).get("metrics", [])):
-        if name not in METRICS:
-            raise ConfigError(f"report.metrics[{i}]", f"a metric among {list(METRICS)}", name)
+        check_metric(name, f"report.metrics[{i}]", metrics)
     seeds = config["training"].get("seeds", 1)
     if design.get("replicates", 1) > seeds:
         raise ConfigError("design.replicates", f"at most training.seeds ({seeds})", design.get("replicates"))
@@ -146,19 +165,34 @@ def check_config(config: Mapping[str, Any]) -> None:
         raise ConfigError("design.candidates", f"at least batch / {combos} level combinations", design.get("candidates"))
 
     for i, claim in enumerate(config.get("claims", [])):
-        check_claim(claim, f"claims[{i}]", space)
+        check_claim(claim, f"claims[{i}]", space, metrics)
     names = [c["name"] for c in config.get("claims", [])]
     if len(set(names)) != len(names):
         raise ConfigError("claims", "distinct claim names", names)
 
 
-def check_claim(claim: Mapping[str, Any], key: str, space: Mapping[str, Mapping[str, Any]]) -> None:
+def study_metrics(config: Mapping[str, Any]) -> list[str]:
+    """The metrics of this study's universes: :data:`multiverse.METRICS`, plus those of
+    :data:`multiverse.OPTIONAL_METRICS` whose config key is set."""
+    optional = [m for m, key in OPTIONAL_METRICS.items()
+                if config.get(key.split(".")[0], {}).get(key.split(".")[1]) is not None]
+    return list(METRICS) + optional
+
+
+def check_metric(name: str, key: str, metrics=None) -> None:
+    """``name`` is one of the study's ``metrics`` (default: :data:`multiverse.METRICS`)."""
+    metrics = list(METRICS) if metrics is None else metrics
+    if name not in metrics:
+        hint = f" ({name} needs config key '{OPTIONAL_METRICS[name]}')" if name in OPTIONAL_METRICS else ""
+        raise ConfigError(key, f"a metric among {metrics}{hint}", name)
+
+
+def check_claim(claim: Mapping[str, Any], key: str, space: Mapping[str, Mapping[str, Any]], metrics=None) -> None:
     """A claim names metrics, dimensions and levels that exist, of the kind its type needs."""
     kind = claim.get("type", "comparison")
 
     def metric(field: str) -> None:
-        if claim[field] not in METRICS:
-            raise ConfigError(f"{key}.{field}", f"a metric among {list(METRICS)}", claim[field])
+        check_metric(claim[field], f"{key}.{field}", metrics)
 
     def dimension(field: str, value: Any, categorical: bool) -> None:
         if value not in space:

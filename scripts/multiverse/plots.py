@@ -395,7 +395,10 @@ def _holds_map(c, space, df, sur, infl, base, path, n: int = 12, n_base: int = 8
     gx = dimension_grid(space, dims[0], n)
     gy = dimension_grid(space, dims[1], n) if len(dims) > 1 else [None]
     cells = [(x, y) for y in gy for x in gx]
-    sub = list(base[:n_base])
+    # a trend over a conditional dimension is mapped where that dimension is active
+    sub = [u for u in base if C.claim_type(claim) == "comparison" or space[claim["dimension"]].is_active(u)][:n_base]
+    if not sub:
+        return message_figure(f"No reference universe where {claim['dimension']} is active", path)
     pts = []
     for x, y in cells:
         cell = [{**u, dims[0]: x, **({dims[1]: y} if y is not None else {})} for u in sub]

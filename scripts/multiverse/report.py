@@ -217,7 +217,8 @@ def claims_table(claims: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
         if c["type"] == "correlation" and "granulated" in g:
             gp_est += f"; granulated {fmt(g['granulated'])}"
         if c["type"] == "correlation" and np.isfinite(o.get("granulated_matched", np.nan)):
-            obs_est += f"; granulated (matched universes) {o['granulated_matched']:+.3f}"
+            obs_est += (f"; granulated ({o['granulated_matched_groups']} matched groups) {o['granulated_matched']:+.3f} "
+                        f"[{o['granulated_matched_lo']:+.3f}, {o['granulated_matched_hi']:+.3f}]")
         return {
             "claim": c["statement"] + ("" if label == "marginal" else f" ({label})"),
             "type": c["type"],

@@ -31,13 +31,95 @@ def resolve_device(device: str) -> torch.device:
     return torch.device(device)
 
 
-def make_model(n_in: int, n_classes: int, width: int, depth: int) -> nn.Sequential:
-    """An MLP with ``depth`` hidden ReLU layers of ``width`` units."""
-    layers: list[nn.Module] = []
-    for i in range(depth):
-        layers += [nn.Linear(n_in if i == 0 else width, width), nn.ReLU()]
-    layers.append(nn.Linear(width if depth else n_in, n_classes))
-    return nn.Sequential(*layers)
+#: Network families (``model.arch``). All take flat features; ``cnn`` and ``resnet18``
+#: reshape them to the dataset's image shape (:data:`multiverse.data.IMAGE_SHAPES`).
+ARCHS = ("mlp", "cnn", "resnet18")
+#: How ``lr_scaling`` ties the learning rate to the batch (Goyal et al. 2017: linear;
+#: Hoffer et al. 2017 / Krizhevsky 2014: square root): lr x (batch / base_batch) ** power.
+LR_SCALING = {"none": 0.0, "linear": 1.0, "sqrt": 0.5}
+#: The batch at which ``lr`` is the learning rate itself under a scaling rule.
+DEFAULT_BASE_BATCH = 128
+
+
+def make_model(
+    n_in: int, n_classes: int, width: int, depth: int, arch: str = "mlp", shape: Sequence[int] | None = None
+) -> nn.Module:
+    """The universe's network.
+
+    - ``mlp``: ``depth`` hidden ReLU layers of ``width`` units.
+    - ``cnn``: a small CNN for image data: ``depth`` blocks of 3x3 convolution (``width``
+      channels, doubling per block), ReLU and 2x2 max-pooling while the image is at least
+      2 pixels wide, then global average pooling and a linear layer.
+    - ``resnet18``: the CIFAR variant of ResNet-18 (He et al. 2016; 3x3 stem, no max-pool,
+      four stages of two basic blocks) with ``width`` base channels (64 is the usual
+      network, 11.2 M parameters for 10 classes); ``depth`` is not used.
+      Hand-written because torchvision does not install beside the pinned torch 2.13.0
+      CPU build here (PyPI's torchvision 0.28.0 fails to import: "operator
+      torchvision::nms does not exist"; a matching pair is torch 2.14.1's 5.5 GB CUDA build).
+    """
+    if arch == "mlp":
+        layers: list[nn.Module] = []
+        for i in range(depth):
+            layers += [nn.Linear(n_in if i == 0 else width, width), nn.ReLU()]
+        layers.append(nn.Linear(width if depth else n_in, n_classes))
+        return nn.Sequential(*layers)
+    if shape is None or math.prod(shape) != n_in:
+        raise ValueError(f"model.arch {arch!r} needs the images' (channels, height, width), got {shape} for {n_in} features")
+    c, h, _ = (int(v) for v in shape)
+    if arch == "cnn":
+        layers = [nn.Unflatten(1, tuple(int(v) for v in shape))]
+        for i in range(depth):
+            out = width * 2**i
+            layers += [nn.Conv2d(c, out, 3, padding=1), nn.ReLU()]
+            if h >= 2:
+                layers.append(nn.MaxPool2d(2))
+                h //= 2
+            c = out
+        layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(c, n_classes)]
+        return nn.Sequential(*layers)
+    if arch == "resnet18":
+        return nn.Sequential(nn.Unflatten(1, tuple(int(v) for v in shape)), ResNet18(c, n_classes, width))
+    raise ValueError(f"config key 'model.arch': expected one of {list(ARCHS)}, got {arch!r}")
+
+
+class BasicBlock(nn.Module):
+    """Two 3x3 convolutions with batch norm and an identity (or 1x1 projection) shortcut."""
+
+    def __init__(self, c_in: int, c_out: int, stride: int):
+        super().__init__()
+        self.body = nn.Sequential(
+            nn.Conv2d(c_in, c_out, 3, stride, 1, bias=False), nn.BatchNorm2d(c_out), nn.ReLU(),
+            nn.Conv2d(c_out, c_out, 3, 1, 1, bias=False), nn.BatchNorm2d(c_out),
+        )
+        self.shortcut = (nn.Identity() if stride == 1 and c_in == c_out else
+                         nn.Sequential(nn.Conv2d(c_in, c_out, 1, stride, bias=False), nn.BatchNorm2d(c_out)))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.relu(self.body(x) + self.shortcut(x))
+
+
+class ResNet18(nn.Module):
+    """ResNet-18 for small images (see :func:`make_model`)."""
+
+    def __init__(self, channels: int, n_classes: int, width: int = 64):
+        super().__init__()
+        layers: list[nn.Module] = [nn.Conv2d(channels, width, 3, 1, 1, bias=False), nn.BatchNorm2d(width), nn.ReLU()]
+        c = width
+        for stage in range(4):
+            out = width * 2**stage
+            layers += [BasicBlock(c, out, 1 if stage == 0 else 2), BasicBlock(out, out, 1)]
+            c = out
+        self.features = nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten())
+        self.fc = nn.Linear(c, n_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.features(x))
+
+
+def scaled_lr(lr: float, batch_size: int, rule: str | None, base_batch: int = DEFAULT_BASE_BATCH) -> float:
+    """The learning rate a universe trains with: ``lr`` scaled to its batch by ``rule``
+    (:data:`LR_SCALING`; None when the space has no ``lr_scaling`` dimension)."""
+    return lr * (batch_size / base_batch) ** LR_SCALING[rule or "none"]
 
 
 def make_optimizer(
@@ -80,8 +162,17 @@ def train_universe(
     width: int,
     depth: int,
     device: str = "cpu",
+    arch: str = "mlp",
+    base_batch: int = DEFAULT_BASE_BATCH,
 ) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     """Train the universe ``params`` and return ``(state_dict, record)``.
+
+    Besides the optimizer's own choices, ``params`` may hold the training choices of a
+    large-batch study: ``lr_scaling`` (:func:`scaled_lr`), ``warmup_epochs`` (the
+    learning rate rises linearly from lr / warmup steps to lr over that many epochs,
+    Goyal et al. 2017, with torch's ``LinearLR``), and the budget as ``epochs`` (then it
+    overrides the ``epochs`` argument) or as optimizer ``steps`` (the last epoch stops
+    part-way).
 
     ``record`` holds the per-epoch ``history`` (train loss/accuracy averaged over the
     epoch's minibatches, validation loss/accuracy after the epoch) and a ``status``:
@@ -94,23 +185,30 @@ def train_universe(
         # bitwise-equal weights); the global switch costs 1.4 s per process on the CPU.
         torch.use_deterministic_algorithms(True, warn_only=True)
     torch.manual_seed(seed)
-    t = _tensors(data, dev)
+    shape = tuple(int(v) for v in data["shape"]) if "shape" in data else None
+    t = _tensors({k: v for k, v in data.items() if k != "shape"}, dev)
     n_classes = int(max(t["y_train"].max(), t["y_val"].max(), t["y_test"].max()).item()) + 1
-    model = make_model(t["X_train"].shape[1], n_classes, width, depth).to(dev)
-    opt = make_optimizer(
-        params["optimizer"], model.parameters(), params["lr"], params["weight_decay"],
-        params.get("momentum"), params.get("eps"),
-    )
-    gen = torch.Generator().manual_seed(seed)
+    model = make_model(t["X_train"].shape[1], n_classes, width, depth, arch, shape).to(dev)
     n, bs = len(t["y_train"]), int(params["batch_size"])
+    lr = scaled_lr(params["lr"], bs, params.get("lr_scaling"), base_batch)
+    opt = make_optimizer(
+        params["optimizer"], model.parameters(), lr, params["weight_decay"], params.get("momentum"), params.get("eps"),
+    )
+    per_epoch = math.ceil(n / bs)
+    steps = int(params["steps"]) if params.get("steps") is not None else int(params.get("epochs") or epochs) * per_epoch
+    warmup = round(float(params.get("warmup_epochs") or 0) * per_epoch)
+    schedule = torch.optim.lr_scheduler.LinearLR(opt, 1.0 / warmup, 1.0, warmup) if warmup > 0 else None
+    gen = torch.Generator().manual_seed(seed)
     history: list[dict[str, float]] = []
-    status, diverged_epoch = "ok", None
+    status, diverged_epoch, step = "ok", None, 0
     start = time.perf_counter()
-    for epoch in range(1, epochs + 1):
+    for epoch in range(1, math.ceil(steps / per_epoch) + 1):
         model.train()
         order = torch.randperm(n, generator=gen).to(dev)
-        loss_sum, correct = 0.0, 0
+        loss_sum, correct, seen = 0.0, 0, 0
         for i in range(0, n, bs):
+            if step == steps:
+                break
             idx = order[i : i + bs]
             xb, yb = t["X_train"][idx], t["y_train"][idx]
             logits = model(xb)
@@ -121,14 +219,18 @@ def train_universe(
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
+            if schedule is not None and step < warmup:
+                schedule.step()
+            step += 1
             loss_sum += loss.item() * len(idx)
             correct += (logits.argmax(1) == yb).sum().item()
+            seen += len(idx)
         if status == "diverged":
             break
         model.eval()
         val_acc, val_loss = evaluate(model, t["X_val"], t["y_val"])
         history.append(
-            {"epoch": epoch, "train_loss": loss_sum / n, "train_acc": correct / n,
+            {"epoch": epoch, "train_loss": loss_sum / seen, "train_acc": correct / seen,
              "val_loss": val_loss, "val_acc": val_acc}
         )
         if not math.isfinite(val_loss):
@@ -138,6 +240,9 @@ def train_universe(
         "status": status,
         "diverged_epoch": diverged_epoch,
         "epochs_run": len(history),
+        "steps_run": step,
+        "lr_effective": lr,
+        "lr_final": opt.param_groups[0]["lr"],
         "n_classes": n_classes,
         "history": history,
         "train_seconds": time.perf_counter() - start,
@@ -154,28 +259,41 @@ def universe_metrics(
     *,
     width: int,
     depth: int,
+    arch: str = "mlp",
+    sharpness: Mapping[str, Any] | None = None,
 ) -> dict[str, float]:
-    """Accuracy and loss on train, validation and test, and the generalisation gap.
+    """Accuracy and loss on train, validation and test, and the generalisation gap; with
+    an OOD split in ``data`` (``data.ood``) also ``ood_acc`` and ``ood_loss``, and with
+    ``sharpness`` settings (``metrics.sharpness``) the adaptive ``sharpness``
+    (:mod:`multiverse.sharpness`).
 
     A diverged universe's network outputs NaN, so it predicts no better than
-    chance: its accuracies are recorded as ``1 / n_classes`` and its losses as NaN.
-    A failed universe (no trained model) gets NaN everywhere.
+    chance: its accuracies are recorded as ``1 / n_classes`` and its losses (and its
+    sharpness) as NaN. A failed universe (no trained model) gets NaN everywhere.
     """
+    splits = ("train", "val", "test") + (("ood",) if "X_ood" in data else ())
     if record["status"] == "failed":
-        out = {f"{s}_{m}": math.nan for s in ("train", "val", "test") for m in ("acc", "loss")}
+        out = {f"{s}_{m}": math.nan for s in splits for m in ("acc", "loss")}
         out["gap"] = math.nan
+        if sharpness is not None:
+            out["sharpness"] = math.nan
         return out
-    t = _tensors(data, torch.device("cpu"))
-    model = make_model(t["X_train"].shape[1], record["n_classes"], width, depth)
+    shape = tuple(int(v) for v in data["shape"]) if "shape" in data else None
+    t = _tensors({k: v for k, v in data.items() if k != "shape"}, torch.device("cpu"))
+    model = make_model(t["X_train"].shape[1], record["n_classes"], width, depth, arch, shape)
     model.load_state_dict(state)
     model.eval()
     out = {}
-    for split in ("train", "val", "test"):
+    for split in splits:
         acc, loss = evaluate(model, t[f"X_{split}"], t[f"y_{split}"])
         if record["status"] == "diverged" or not math.isfinite(loss):
             acc, loss = 1.0 / record["n_classes"], math.nan
         out[f"{split}_acc"], out[f"{split}_loss"] = acc, loss
     out["gap"] = out["train_acc"] - out["test_acc"]
+    if sharpness is not None:
+        from multiverse.sharpness import sharpness_metric
+
+        out["sharpness"] = math.nan if math.isnan(out["train_loss"]) else sharpness_metric(model, t, sharpness)
     return out
 
 
@@ -225,7 +343,8 @@ def train_shard(
             try:
                 state, record = train_universe(
                     data, u["params"], seed=u["seed"], epochs=training["epochs"], width=model["width"],
-                    depth=model["depth"], device=training.get("device") or "cpu",
+                    depth=model["depth"], device=training.get("device") or "cpu", arch=model.get("arch", "mlp"),
+                    base_batch=training.get("base_batch", DEFAULT_BASE_BATCH),
                 )
                 break
             except Exception as err:  # a universe's own failure is data, not a crash
@@ -244,8 +363,10 @@ def metrics_shard(
     model: Mapping[str, Any],
     out_paths: Sequence[str],
     log: logging.Logger,
+    sharpness: Mapping[str, Any] | None = None,
 ) -> None:
-    """Write each universe's metrics record: its identity, outcome and :func:`universe_metrics`."""
+    """Write each universe's metrics record: its identity, outcome and :func:`universe_metrics`
+    (``sharpness``: the ``metrics.sharpness`` settings, or None for no sharpness)."""
     from multiverse.data import read_data
     from multiverse.runtime import read_json, write_json
 
@@ -253,7 +374,8 @@ def metrics_shard(
     for model_path, record_path, out in zip(model_paths, record_paths, out_paths):
         record = read_json(record_path)
         state = torch.load(model_path, weights_only=True)
-        metrics = universe_metrics(data, state, record, width=model["width"], depth=model["depth"])
+        metrics = universe_metrics(data, state, record, width=model["width"], depth=model["depth"],
+                                   arch=model.get("arch", "mlp"), sharpness=sharpness)
         keep = ("status", "error", "diverged_epoch", "epochs_run", "versions")
         write_json(out, {**_universe_fields(record), **{k: record.get(k) for k in keep}, "metrics": metrics})
         log.info("%s: %s", record["id"], metrics)

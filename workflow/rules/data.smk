@@ -8,6 +8,7 @@ rule prepare_data:
         source=config["data"].get("path"),
         split=config["data"]["split"],
         seed=config["seed"],
+        ood=config["data"].get("ood"),
     conda:
         "../../envs/data.yaml"
     script:

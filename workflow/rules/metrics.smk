@@ -11,6 +11,7 @@ rule metrics:
         f"{OUT}/benchmark/metrics/r{{round}}_s{{shard}}_seed{{replicate}}.tsv"
     params:
         model=config["model"],
+        sharpness=config.get("metrics", {}).get("sharpness"),
     threads: config["training"].get("threads", 1)
     resources:
         mem_mb=config["training"].get("mem_mb", 2000),
