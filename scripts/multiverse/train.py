@@ -149,8 +149,10 @@ def evaluate(model: nn.Module, X: torch.Tensor, y: torch.Tensor) -> tuple[float,
     return acc, loss
 
 
-def _tensors(data: Mapping[str, np.ndarray], device: torch.device) -> dict[str, torch.Tensor]:
-    return {k: torch.as_tensor(v, device=device) for k, v in data.items()}
+def _tensors(data: Mapping[str, np.ndarray], device: torch.device) -> tuple[dict[str, torch.Tensor], tuple | None]:
+    """The splits as tensors on ``device``, and the images' shape (None if not recorded)."""
+    shape = tuple(int(v) for v in data["shape"]) if "shape" in data else None
+    return {k: torch.as_tensor(v, device=device) for k, v in data.items() if k != "shape"}, shape
 
 
 def train_universe(
@@ -185,8 +187,7 @@ def train_universe(
         # bitwise-equal weights); the global switch costs 1.4 s per process on the CPU.
         torch.use_deterministic_algorithms(True, warn_only=True)
     torch.manual_seed(seed)
-    shape = tuple(int(v) for v in data["shape"]) if "shape" in data else None
-    t = _tensors({k: v for k, v in data.items() if k != "shape"}, dev)
+    t, shape = _tensors(data, dev)
     n_classes = int(max(t["y_train"].max(), t["y_val"].max(), t["y_test"].max()).item()) + 1
     model = make_model(t["X_train"].shape[1], n_classes, width, depth, arch, shape).to(dev)
     n, bs = len(t["y_train"]), int(params["batch_size"])
@@ -278,8 +279,7 @@ def universe_metrics(
         if sharpness is not None:
             out["sharpness"] = math.nan
         return out
-    shape = tuple(int(v) for v in data["shape"]) if "shape" in data else None
-    t = _tensors({k: v for k, v in data.items() if k != "shape"}, torch.device("cpu"))
+    t, shape = _tensors(data, torch.device("cpu"))
     model = make_model(t["X_train"].shape[1], record["n_classes"], width, depth, arch, shape)
     model.load_state_dict(state)
     model.eval()
