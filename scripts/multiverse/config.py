@@ -179,15 +179,14 @@ def study_metrics(config: Mapping[str, Any]) -> list[str]:
     return list(METRICS) + optional
 
 
-def check_metric(name: str, key: str, metrics=None) -> None:
-    """``name`` is one of the study's ``metrics`` (default: :data:`multiverse.METRICS`)."""
-    metrics = list(METRICS) if metrics is None else metrics
+def check_metric(name: str, key: str, metrics: list[str]) -> None:
+    """``name`` is one of the study's ``metrics`` (:func:`study_metrics`)."""
     if name not in metrics:
         hint = f" ({name} needs config key '{OPTIONAL_METRICS[name]}')" if name in OPTIONAL_METRICS else ""
         raise ConfigError(key, f"a metric among {metrics}{hint}", name)
 
 
-def check_claim(claim: Mapping[str, Any], key: str, space: Mapping[str, Mapping[str, Any]], metrics=None) -> None:
+def check_claim(claim: Mapping[str, Any], key: str, space: Mapping[str, Mapping[str, Any]], metrics: list[str]) -> None:
     """A claim names metrics, dimensions and levels that exist, of the kind its type needs."""
     kind = claim.get("type", "comparison")
 
