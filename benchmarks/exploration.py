@@ -1,8 +1,8 @@
 """How well each design strategy explores: the surrogate's error against a known truth.
 
     .venv/bin/python benchmarks/exploration.py [--problems svm_breast_cancer,digits_model,branin,synthetic_mixed]
-        [--strategies gp-ivr,ax-qnipv,sobol,random] [--seeds 5] [--initial 8] [--q 4] [--budget 48]
-        [--ax-budget 32] [--out results/benchmarks/exploration.csv]
+        [--strategies gp-ivr,ax-qnipv,sobol,random,oracle] [--seeds 5] [--initial 8] [--q 4] [--budget 48]
+        [--ax-budget 32] [--oracle-budget 24] [--oracle-candidates 64] [--out results/benchmarks/exploration.csv]
 
 For every problem of ``benchmarks/problems.py`` (a multiverse whose metric is known on a
 dense grid), strategy and seed, the design runs round after round as in the workflow:
@@ -13,9 +13,16 @@ with a categorical dimension also the ``MixedSingleTaskGP`` kernel) is fitted to
 trials so far, and its RMSE against the truth on the grid and its mean posterior variance
 there are recorded. Rows are appended to ``--out`` (a rerun skips what is done).
 
+``oracle`` is not a design strategy but a bound on what any design could do for this
+evaluation surrogate: from the same Sobol start, it adds one universe at a time, the one
+of ``--oracle-candidates`` fresh Sobol candidates whose true metric, added to the trials,
+lowers the surrogate's RMSE against the truth the most (it reads the truth, which no
+design can). It stops at ``--oracle-budget`` (each pick fits the surrogate once per
+candidate).
+
 The summary tables give the mean over seeds with a 95% t-interval, and for each problem
-the fewest trials at which gp-ivr's mean RMSE reaches sobol's mean RMSE at its final
-budget (the issue's target: at most half the trials).
+the fewest trials at which gp-ivr's (and the oracle's) mean RMSE reaches sobol's mean
+RMSE at its final budget (the issue's target: at most half the trials).
 """
 
 from __future__ import annotations
@@ -45,6 +52,25 @@ def surrogate_error(space, universes, y, grid, truth, seed, categorical="onehot"
     return float(np.sqrt(np.mean((mean - truth) ** 2))), float(np.mean(std**2))
 
 
+def oracle_round(problem, space, universes, y, n, seed, n_candidates, grid, truth):
+    """``n`` universes, one at a time, each the candidate whose true value lowers the
+    evaluation surrogate's RMSE against the truth the most (a bound, not a design)."""
+    from multiverse.config import derive_seed
+
+    universes, y, new = list(universes), list(y), []
+    for k in range(n):
+        done = {space.key(u) for u in universes}
+        cand = [c for c in space.enumerated(n_candidates, derive_seed(seed, k)) if space.key(c) not in done]
+        values = problem.evaluate(cand)
+        rmse = [surrogate_error(space, universes + [c], y + [float(v)], grid, truth, derive_seed(seed, 99))[0]
+                for c, v in zip(cand, values)]
+        best = int(np.argmin(rmse))
+        universes.append(cand[best])
+        y.append(float(values[best]))
+        new.append(cand[best])
+    return new
+
+
 def run_one(problem, strategy, seed, args, writer, done):
     """One strategy on one problem under one seed: rounds until the budget, one row per round."""
     from multiverse.config import derive_seed
@@ -53,7 +79,8 @@ def run_one(problem, strategy, seed, args, writer, done):
 
     space = SearchSpace.from_config(problem.space)
     grid, truth = problem.grid()
-    budget = min(args.budget, args.ax_budget) if strategy == "ax-qnipv" else args.budget
+    budget = {"ax-qnipv": min(args.budget, args.ax_budget),
+              "oracle": min(args.budget, args.oracle_budget)}.get(strategy, args.budget)
     sizes = [args.initial] + [args.q] * math.ceil((budget - args.initial) / args.q)
     has_cat = bool(space.categorical)
     records, universes, y = [], [], []
@@ -63,8 +90,11 @@ def run_one(problem, strategy, seed, args, writer, done):
             from ax_qnipv import ax_qnipv_round
 
             new = ax_qnipv_round(problem.space, universes, y, sizes[r], derive_seed(seed, r))
+        elif strategy == "oracle" and r > 0:
+            new = oracle_round(problem, space, universes, y, sizes[r], derive_seed(seed, 7, r),
+                               args.oracle_candidates, grid, truth)
         else:
-            design = {"strategy": "gp-ivr" if strategy == "ax-qnipv" else strategy, "outcomes": ["y"],
+            design = {"strategy": "gp-ivr" if strategy in ("ax-qnipv", "oracle") else strategy, "outcomes": ["y"],
                       "candidates": args.candidates, "reference": args.reference}
             new, _, _ = design_round(r, sizes[: r + 1], space, design, seed, records)
         seconds = time.perf_counter() - start
@@ -129,6 +159,13 @@ def summarise(path: Path, problems=None) -> str:
             ratio = f"{n_ivr / final_n:.2f}x" if n_ivr else f"not reached within {int(ivr.index.max())}"
             out.append(f"\n{prob}: sobol's mean RMSE at {final_n} trials is {final:.4f}; gp-ivr reaches it at "
                        f"{n_ivr if n_ivr else '-'} trials ({ratio} the trials; target <= 0.5x)")
+            if "oracle" in strategies:
+                orc = curve("oracle")
+                reach = orc[orc <= final]
+                out.append(f"{prob}: the oracle bound (greedy with the truth, {d[d['strategy'] == 'oracle']['seed'].nunique()}"
+                           f" seeds) reaches it at " + (f"{int(reach.index.min())} trials ({reach.index.min() / final_n:.2f}x)"
+                           if len(reach) else f"- trials (not within {int(orc.index.max())}; "
+                           f"its mean RMSE there is {float(orc.iloc[-1]):.4f})"))
         if d["rmse_kernel"].notna().any():
             k = d.dropna(subset=["rmse_kernel"])
             for s, g in k.groupby("strategy", sort=False):
@@ -148,6 +185,8 @@ def main(argv=None) -> None:
     ap.add_argument("--q", type=int, default=4)
     ap.add_argument("--budget", type=int, default=48)
     ap.add_argument("--ax-budget", type=int, default=32, help="Ax-qNIPV stops here (its rounds take minutes)")
+    ap.add_argument("--oracle-budget", type=int, default=24, help="the oracle bound stops here")
+    ap.add_argument("--oracle-candidates", type=int, default=64, help="candidates the oracle tries per pick")
     ap.add_argument("--candidates", type=int, default=512)
     ap.add_argument("--reference", type=int, default=256)
     ap.add_argument("--out", default=str(ROOT / "results" / "benchmarks" / "exploration.csv"))
