@@ -2,14 +2,16 @@
 
     .venv/bin/python benchmarks/exploration.py [--problems svm_breast_cancer,digits_model,branin,synthetic_mixed]
         [--strategies gp-ivr,ax-qnipv,sobol,random,oracle] [--seeds 5] [--initial 8] [--q 4] [--budget 48]
-        [--ax-budget 32] [--oracle-budget 24] [--oracle-candidates 64] [--out results/benchmarks/exploration.csv]
+        [--ax-budget 32] [--oracle-budget 24] [--oracle-candidates 64] [--surrogate rbf|matern]
+        [--out results/benchmarks/exploration.csv]
 
 For every problem of ``benchmarks/problems.py`` (a multiverse whose metric is known on a
 dense grid), strategy and seed, the design runs round after round as in the workflow:
 round 0 is ``--initial`` universes (Sobol for gp-ivr, Ax-qNIPV and sobol, the same
 points; uniform draws for random), then rounds of ``--q``. After each round the same
-evaluation surrogate (a one-hot ``SingleTaskGP`` as the report fits, and on problems
-with a categorical dimension also the ``MixedSingleTaskGP`` kernel) is fitted to the
+evaluation surrogate (a one-hot ``SingleTaskGP``; its kernel is ``--surrogate``: ``rbf``, the
+design's GP, or ``matern``, the report's; on problems with a categorical dimension also the
+``MixedSingleTaskGP`` kernel) is fitted to the
 trials so far, and its RMSE against the truth on the grid and its mean posterior variance
 there are recorded. Rows are appended to ``--out`` (a rerun skips what is done).
 
@@ -43,16 +45,16 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 FIELDS = ["problem", "strategy", "seed", "n", "rmse", "mean_variance", "rmse_kernel", "round_seconds"]
 
 
-def surrogate_error(space, universes, y, grid, truth, seed, categorical="onehot"):
+def surrogate_error(space, universes, y, grid, truth, seed, categorical="onehot", kernel="rbf"):
     """RMSE of the GP's posterior mean against ``truth`` on ``grid``, and its mean latent variance there."""
     from multiverse.gp import features, fit_gp, posterior_mean_std
 
-    model = fit_gp(space, universes, y, seed, categorical=categorical)
+    model = fit_gp(space, universes, y, seed, categorical=categorical, kernel=kernel)
     mean, std = posterior_mean_std(model, features(space, grid, model))
     return float(np.sqrt(np.mean((mean - truth) ** 2))), float(np.mean(std**2))
 
 
-def oracle_round(problem, space, universes, y, n, seed, n_candidates, grid, truth):
+def oracle_round(problem, space, universes, y, n, seed, n_candidates, grid, truth, kernel="rbf"):
     """``n`` universes, one at a time, each the candidate whose true value lowers the
     evaluation surrogate's RMSE against the truth the most (a bound, not a design)."""
     from multiverse.config import derive_seed
@@ -62,7 +64,8 @@ def oracle_round(problem, space, universes, y, n, seed, n_candidates, grid, trut
         done = {space.key(u) for u in universes}
         cand = [c for c in space.enumerated(n_candidates, derive_seed(seed, k)) if space.key(c) not in done]
         values = problem.evaluate(cand)
-        rmse = [surrogate_error(space, universes + [c], y + [float(v)], grid, truth, derive_seed(seed, 99))[0]
+        rmse = [surrogate_error(space, universes + [c], y + [float(v)], grid, truth, derive_seed(seed, 99),
+                                kernel=kernel)[0]
                 for c, v in zip(cand, values)]
         best = int(np.argmin(rmse))
         universes.append(cand[best])
@@ -92,7 +95,7 @@ def run_one(problem, strategy, seed, args, writer, done):
             new = ax_qnipv_round(problem.space, universes, y, sizes[r], derive_seed(seed, r))
         elif strategy == "oracle" and r > 0:
             new = oracle_round(problem, space, universes, y, sizes[r], derive_seed(seed, 7, r),
-                               args.oracle_candidates, grid, truth)
+                               args.oracle_candidates, grid, truth, args.surrogate)
         else:
             design = {"strategy": "gp-ivr" if strategy in ("ax-qnipv", "oracle") else strategy, "outcomes": ["y"],
                       "candidates": args.candidates, "reference": args.reference}
@@ -106,7 +109,7 @@ def run_one(problem, strategy, seed, args, writer, done):
         n = len(universes)
         if (problem.name, strategy, seed, n) in done:
             continue
-        rmse, var = surrogate_error(space, universes, y, grid, truth, derive_seed(seed, 99))
+        rmse, var = surrogate_error(space, universes, y, grid, truth, derive_seed(seed, 99), kernel=args.surrogate)
         rmse_k = surrogate_error(space, universes, y, grid, truth, derive_seed(seed, 99), "kernel")[0] if has_cat else ""
         writer.writerow({"problem": problem.name, "strategy": strategy, "seed": seed, "n": n, "rmse": rmse,
                          "mean_variance": var, "rmse_kernel": rmse_k, "round_seconds": seconds})
@@ -187,6 +190,8 @@ def main(argv=None) -> None:
     ap.add_argument("--ax-budget", type=int, default=32, help="Ax-qNIPV stops here (its rounds take minutes)")
     ap.add_argument("--oracle-budget", type=int, default=24, help="the oracle bound stops here")
     ap.add_argument("--oracle-candidates", type=int, default=64, help="candidates the oracle tries per pick")
+    ap.add_argument("--surrogate", choices=("rbf", "matern"), default="rbf",
+                    help="kernel of the evaluation GP: rbf (the design's GP) or matern (the report's)")
     ap.add_argument("--candidates", type=int, default=512)
     ap.add_argument("--reference", type=int, default=256)
     ap.add_argument("--out", default=str(ROOT / "results" / "benchmarks" / "exploration.csv"))
