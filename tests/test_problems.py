@@ -158,13 +158,18 @@ def test_digits_epochs_share_a_trajectory(problems):
     assert together[0] < together[1]  # learning over epochs
 
 
-def test_oracle_bound_picks_the_truths_best_candidate():
-    """The oracle of benchmarks/exploration.py adds, one at a time, the candidate whose true
-    value lowers the evaluation surrogate's RMSE most: after 4 picks its RMSE is below that
+def test_oracle_screen_is_exact_conditioning_and_its_pick_the_best_refit():
+    """The oracle of benchmarks/exploration.py: its screen gives, for every grid point at
+    once, the RMSE that BoTorch's ``condition_on_observations`` gives point by point; each
+    pick is the refitted best of the screen's top few; after 4 picks its RMSE is below that
     of the next 4 Sobol points, and it never proposes a universe already in the trials."""
     import dataclasses
 
-    from exploration import oracle_round, surrogate_error
+    import torch
+
+    from exploration import oracle_round, screened_rmse, surrogate_error
+    from multiverse.config import derive_seed
+    from multiverse.gp import features, fit_gp, noise_variance, outcome_scale
     from multiverse.space import SearchSpace
 
     p = dataclasses.replace(get_problem("branin"), grid_sizes={"x1": 12, "x2": 12})
@@ -172,17 +177,28 @@ def test_oracle_bound_picks_the_truths_best_candidate():
     space = SearchSpace.from_config(p.space)
     start = space.sobol(8, 0)
     y = list(p.evaluate(start))
-    picks = oracle_round(p, space, start, y, 4, seed=3, n_candidates=16, grid=grid, truth=truth)
+
+    model = fit_gp(space, start, y, 0)
+    X = features(space, grid, model)
+    score = screened_rmse(model, X, truth)
+    noise = torch.tensor([[float(noise_variance(model)[0]) * outcome_scale(model) ** 2]], dtype=X.dtype)
+    for c in (0, 37, int(np.argmin(score))):
+        with torch.no_grad():
+            cond = model.condition_on_observations(X[c : c + 1], torch.tensor([[truth[c]]], dtype=X.dtype), noise=noise)
+            mean = cond.posterior(X).mean.squeeze(-1).numpy()
+        assert score[c] == pytest.approx(np.sqrt(np.mean((mean - truth) ** 2)), rel=1e-6)
+
+    picks = oracle_round(p, space, start, y, 4, seed=3, n_refit=4, grid=grid, truth=truth)
     keys = [space.key(u) for u in start + picks]
     assert len(set(keys)) == len(keys) == 12
     oracle = surrogate_error(space, start + picks, y + list(p.evaluate(picks)), grid, truth, 0)[0]
     sobol = space.sobol(12, 0)
     assert surrogate_error(space, sobol, list(p.evaluate(sobol)), grid, truth, 0)[0] > oracle
-    # the first pick is the argmin over its candidates of the RMSE with that candidate added
-    first = oracle_round(p, space, start, y, 1, seed=3, n_candidates=16, grid=grid, truth=truth)[0]
-    from multiverse.config import derive_seed
 
-    cands = space.enumerated(16, derive_seed(3, 0))
-    errs = [surrogate_error(space, start + [c], y + list(p.evaluate([c])), grid, truth, derive_seed(3, 99))[0]
-            for c in cands]
-    assert space.key(first) == space.key(cands[int(np.argmin(errs))])
+    # the first pick: of the screen's 4 best (by the surrogate fitted with the oracle's seed), the lowest refitted RMSE
+    first = oracle_round(p, space, start, y, 1, seed=3, n_refit=4, grid=grid, truth=truth)[0]
+    model = fit_gp(space, start, y, derive_seed(3, 99))
+    top = np.argsort(screened_rmse(model, features(space, grid, model), truth), kind="stable")[:4]
+    errs = [surrogate_error(space, start + [grid[i]], y + [float(truth[i])], grid, truth, derive_seed(3, 99))[0]
+            for i in top]
+    assert space.key(first) == space.key(grid[int(top[int(np.argmin(errs))])])
