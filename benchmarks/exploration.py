@@ -222,7 +222,7 @@ def main(argv=None) -> None:
     ap.add_argument("--q", type=int, default=4)
     ap.add_argument("--budget", type=int, default=48)
     ap.add_argument("--ax-budget", type=int, default=32, help="Ax-qNIPV stops here (its rounds take minutes)")
-    ap.add_argument("--oracle-budget", type=int, default=24, help="the oracle bound stops here")
+    ap.add_argument("--oracle-budget", type=int, default=24, help="the oracle stops here (each pick screens the whole grid)")
     ap.add_argument("--oracle-refit", type=int, default=8,
                     help="grid points the oracle refits the surrogate for, per pick (the best by the screen)")
     ap.add_argument("--surrogate", choices=("rbf", "matern"), default="rbf",
