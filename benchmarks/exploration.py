@@ -80,7 +80,7 @@ def screened_rmse(model, X, truth):
     return sq.clamp_min(0).div(len(truth)).sqrt().numpy()
 
 
-def oracle_round(problem, space, universes, y, n, seed, n_refit, grid, truth, kernel="rbf"):
+def oracle_round(space, universes, y, n, seed, n_refit, grid, truth, kernel="rbf"):
     """``n`` universes, one at a time, from the whole truth grid: every grid point not yet
     in the trials is scored by :func:`screened_rmse` (the surrogate fitted to the trials,
     hyperparameters held); the ``n_refit`` best are each added with their true value and
@@ -90,14 +90,13 @@ def oracle_round(problem, space, universes, y, n, seed, n_refit, grid, truth, ke
     from multiverse.gp import features, fit_gp
 
     universes, y, new = list(universes), list(y), []
-    for k in range(n):
+    for _ in range(n):
         done = {space.key(u) for u in universes}
         model = fit_gp(space, universes, y, derive_seed(seed, 99), kernel=kernel)
         score = screened_rmse(model, features(space, grid, model), truth)
         score[[i for i, g in enumerate(grid) if space.key(g) in done]] = np.inf
         top = [int(i) for i in np.argsort(score, kind="stable")[:n_refit] if np.isfinite(score[i])]
-        cand = [grid[i] for i in top]
-        values = problem.evaluate(cand)
+        cand, values = [grid[i] for i in top], truth[top]  # grid points: the truth is their value
         rmse = [surrogate_error(space, universes + [c], y + [float(v)], grid, truth, derive_seed(seed, 99),
                                 kernel=kernel)[0]
                 for c, v in zip(cand, values)]
@@ -128,7 +127,7 @@ def run_one(problem, strategy, seed, args, writer, done):
 
             new = ax_qnipv_round(problem.space, universes, y, sizes[r], derive_seed(seed, r))
         elif strategy == "oracle" and r > 0:
-            new = oracle_round(problem, space, universes, y, sizes[r], derive_seed(seed, 7, r),
+            new = oracle_round(space, universes, y, sizes[r], derive_seed(seed, 7, r),
                                args.oracle_refit, grid, truth, args.surrogate)
         else:
             design = {"strategy": "gp-ivr" if strategy in ("ax-qnipv", "oracle") else strategy, "outcomes": ["y"],

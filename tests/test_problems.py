@@ -188,7 +188,7 @@ def test_oracle_screen_is_exact_conditioning_and_its_pick_the_best_refit():
             mean = cond.posterior(X).mean.squeeze(-1).numpy()
         assert score[c] == pytest.approx(np.sqrt(np.mean((mean - truth) ** 2)), rel=1e-6)
 
-    picks = oracle_round(p, space, start, y, 4, seed=3, n_refit=4, grid=grid, truth=truth)
+    picks = oracle_round(space, start, y, 4, seed=3, n_refit=4, grid=grid, truth=truth)
     keys = [space.key(u) for u in start + picks]
     assert len(set(keys)) == len(keys) == 12
     oracle = surrogate_error(space, start + picks, y + list(p.evaluate(picks)), grid, truth, 0)[0]
@@ -196,7 +196,7 @@ def test_oracle_screen_is_exact_conditioning_and_its_pick_the_best_refit():
     assert surrogate_error(space, sobol, list(p.evaluate(sobol)), grid, truth, 0)[0] > oracle
 
     # the first pick: of the screen's 4 best (by the surrogate fitted with the oracle's seed), the lowest refitted RMSE
-    first = oracle_round(p, space, start, y, 1, seed=3, n_refit=4, grid=grid, truth=truth)[0]
+    first = oracle_round(space, start, y, 1, seed=3, n_refit=4, grid=grid, truth=truth)[0]
     model = fit_gp(space, start, y, derive_seed(3, 99))
     top = np.argsort(screened_rmse(model, features(space, grid, model), truth), kind="stable")[:4]
     errs = [surrogate_error(space, start + [grid[i]], y + [float(truth[i])], grid, truth, derive_seed(3, 99))[0]
