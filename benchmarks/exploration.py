@@ -86,7 +86,7 @@ def oracle_round(space, universes, y, n, seed, n_refit, grid, truth, kernel="rbf
     hyperparameters held); the ``n_refit`` best are each added with their true value and
     the surrogate refitted, and the one whose refitted RMSE is lowest is kept (a
     reference, not a design: it reads the truth)."""
-    from multiverse.config import derive_seed
+    from multiverse.ids import derive_seed
     from multiverse.gp import features, fit_gp
 
     universes, y, new = list(universes), list(y), []
@@ -109,7 +109,7 @@ def oracle_round(space, universes, y, n, seed, n_refit, grid, truth, kernel="rbf
 
 def run_one(problem, strategy, seed, args, writer, done):
     """One strategy on one problem under one seed: rounds until the budget, one row per round."""
-    from multiverse.config import derive_seed
+    from multiverse.ids import derive_seed
     from multiverse.design import design_round
     from multiverse.space import SearchSpace
 

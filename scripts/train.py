@@ -1,5 +1,5 @@
 """Rule train: every universe of one shard of a design round, one after another."""
-from multiverse.config import with_replicate
+from multiverse.ids import with_replicate
 from multiverse.runtime import read_json, set_threads, step_logger
 
 log = step_logger(snakemake.log[0])

@@ -5,7 +5,8 @@ import pytest
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
-from multiverse.config import ConfigError, check_config, config_hash, derive_seed, round_sizes
+from multiverse.config import ConfigError, check_config, config_hash, round_sizes
+from multiverse.ids import derive_seed
 
 SCHEMA = str(Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "config.schema.yaml")
 

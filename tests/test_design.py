@@ -124,7 +124,7 @@ def test_every_strategy_is_reproducible_and_never_repeats_a_finished_universe(st
     design = {"strategy": strategy, "outcomes": ["test_acc", "gap"], "candidates": 64, "reference": 32, "grid_levels": 4}
     previous = _previous(space)
     if strategy == "grid":  # the grid's own first universes are what came before
-        grid = space.grid(4, __import__("multiverse.config").config.derive_seed(7, 4))
+        grid = space.grid(4, __import__("multiverse.ids").ids.derive_seed(7, 4))
         for p, u in zip(previous, grid):
             p["params"] = u
     a, ra, _ = design_round(1, [12, 6], space, design, seed=7, previous=previous)

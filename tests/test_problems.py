@@ -168,7 +168,7 @@ def test_oracle_screen_is_exact_conditioning_and_its_pick_the_best_refit():
     import torch
 
     from exploration import oracle_round, screened_rmse, surrogate_error
-    from multiverse.config import derive_seed
+    from multiverse.ids import derive_seed
     from multiverse.gp import features, fit_gp, noise_variance, outcome_scale
     from multiverse.space import SearchSpace
 

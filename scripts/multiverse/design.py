@@ -49,7 +49,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from multiverse.config import derive_seed, replicate_seed, universe_id
+from multiverse.ids import derive_seed, replicate_seed, universe_id
 from multiverse.gp import MIN_FIT
 from multiverse.space import SearchSpace
 

@@ -20,7 +20,8 @@ import pandas as pd
 
 from multiverse import METRIC_RANGE
 from multiverse import claims as C
-from multiverse.config import derive_seed, report_metrics
+from multiverse.config import report_metrics
+from multiverse.ids import derive_seed
 from multiverse.gp import MIN_FIT, fit_gp, fit_multitask_gp, influence, loo_diagnostics, noise_variance, outcome_scale
 from multiverse.space import SearchSpace
 
