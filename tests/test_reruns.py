@@ -32,6 +32,7 @@ def digests(cwd: Path, patterns=("design/*.json", "universes/**/*.json", "univer
     return out
 
 
+@pytest.mark.slow
 def test_adding_a_round_runs_only_the_new_jobs(tiny_run, tmp_path):
     cwd = copy_run(tiny_run, tmp_path / "run")
     before = digests(cwd)
@@ -48,6 +49,7 @@ def test_adding_a_round_runs_only_the_new_jobs(tiny_run, tmp_path):
     assert len(pd.read_parquet(cwd / OUT / "multiverse.parquet")) == 6
 
 
+@pytest.mark.slow
 def test_adding_seeds_runs_only_the_new_replicates(tiny_run, tmp_path):
     cwd = copy_run(tiny_run, tmp_path / "run")
     before = digests(cwd)
@@ -81,6 +83,7 @@ def test_design_reads_the_seeds_that_design_replicates_names(tmp_path):
     assert "seed2/metrics.json" not in block
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "edit",
     [
@@ -105,6 +108,7 @@ def test_report_only_edits_rerun_only_the_report(tiny_run, tmp_path, edit):
     assert planned_jobs(dry) == expected
 
 
+@pytest.mark.slow
 def test_single_targets(tiny_run, tmp_path):
     cwd = make_checkout(tmp_path)
     one_round = snakemake(cwd, "-n", "--cores", "1", "results/tiny/design/round_0.json")
@@ -117,6 +121,7 @@ def test_single_targets(tiny_run, tmp_path):
     assert planned_jobs(until)["train"] == 2 and planned_jobs(until)["design"] == 2
 
 
+@pytest.mark.slow
 def test_kill_9_during_training_then_rerun(tmp_path):
     """Only incomplete jobs run again, no partial file is taken as complete, results are equal."""
     slow = {"training": {"epochs": 40}, "model": {"width": 64, "depth": 2}}
@@ -158,6 +163,7 @@ def test_kill_9_during_training_then_rerun(tmp_path):
                                   pd.read_parquet(ref / OUT / "multiverse.parquet"))
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
 def test_universes_that_raise_are_recorded_and_do_not_stop_the_workflow(tmp_path):
     # device: cuda on a machine without a GPU: every universe raises in training

@@ -105,6 +105,7 @@ def test_study_name_cannot_leave_results(config):
         validate(config, str(ROOT / "workflow/schemas/config.schema.yaml"))
 
 
+@pytest.mark.slow
 def test_every_output_stays_under_results(tiny_run):
     """After a full run (and its report), nothing was written outside results/ and Snakemake's own folder."""
     allowed = {"results", ".snakemake", "snakemake_report.html", "tiny.yaml", "workflow", "scripts", "config", "envs", "profiles"}

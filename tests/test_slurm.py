@@ -19,6 +19,7 @@ def slurm_is_up() -> bool:
     return res.returncode == 0 and any(s in res.stdout for s in ("idle", "mix", "alloc"))
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not slurm_is_up(), reason="no SLURM cluster here: run .ci/slurm-up first (as root)")
 def test_tiny_study_on_slurm_equals_local_run(tiny_run, tmp_path):
     cwd = make_checkout(tmp_path)

@@ -171,6 +171,7 @@ def test_bad_study_keys_are_named(config, edit, key):
         assert "needs config key" in str(err.value)
 
 
+@pytest.mark.slow
 def test_a_tiny_cifar_study_with_every_new_part_runs_end_to_end(tmp_path):
     """The real workflow on CIFAR-format files the test writes: ResNet-18, the OOD split,
     sharpness, lr scaling, warmup and a step budget, and correlation claims on them."""

@@ -22,6 +22,7 @@ def test_lint_is_clean(tmp_path):
     assert "Lints for" not in res.stdout + res.stderr
 
 
+@pytest.mark.slow
 def test_design_rounds(run):
     r0 = json.loads((run / OUT / "design/round_0.json").read_text())
     r1 = json.loads((run / OUT / "design/round_1.json").read_text())
@@ -32,6 +33,7 @@ def test_design_rounds(run):
     assert [u["id"] for u in r1["universes"]] == ["r1u000", "r1u001"]
 
 
+@pytest.mark.slow
 def test_every_universe_has_its_files(run):
     for r in (0, 1):
         for k in (0, 1):
@@ -43,6 +45,7 @@ def test_every_universe_has_its_files(run):
             assert metrics["gap"] == pytest.approx(metrics["train_acc"] - metrics["test_acc"])
 
 
+@pytest.mark.slow
 def test_multiverse_table(run):
     df = pd.read_parquet(run / OUT / "multiverse.parquet")
     assert len(df) == 4 and list(df["id"]) == ["r0u000", "r0u001", "r1u000", "r1u001"]
@@ -62,6 +65,7 @@ FIGURES = ["claims", "outcomes_vs_dimensions"] + [
                                "adam_expected_best") for w in ("", "_where")]
 
 
+@pytest.mark.slow
 def test_claims_and_figures(run):
     claims = json.loads((run / OUT / "report/claims.json").read_text())
     assert [c["name"] for c in claims["claims"]] == [
@@ -84,11 +88,13 @@ def test_claims_and_figures(run):
     assert "Summary of claims" in page and page.count("<img ") == len(FIGURES)
 
 
+@pytest.mark.slow
 def test_rerun_has_nothing_to_do(run):
     res = snakemake(run, "-n", "--cores", "1")
     assert res.returncode == 0 and "Nothing to be done" in res.stdout + res.stderr
 
 
+@pytest.mark.slow
 def test_snakemake_report(run):
     res = snakemake(run, "--report", "snakemake_report.html")
     assert res.returncode == 0, res.stderr[-3000:]
@@ -98,6 +104,7 @@ def test_snakemake_report(run):
         assert name in html, name
 
 
+@pytest.mark.slow
 def test_same_config_gives_identical_tables(run, tmp_path):
     """A second run from scratch, with one core, reproduces the designs and the table."""
     cwd = make_checkout(tmp_path)
