@@ -43,7 +43,8 @@ def in_process_loop(results: Path, config: dict, threads: int) -> tuple[float, i
 
     set_threads(threads)
     from multiverse.data import read_data
-    from multiverse.train import train_universe, universe_metrics
+    from multiverse.metrics import universe_metrics
+    from multiverse.train import train_universe
 
     data = read_data(results / "data" / "dataset.npz")
     universes = [u for f in sorted((results / "design").glob("round_*.json")) for u in read_json(f)["universes"]]

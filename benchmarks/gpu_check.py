@@ -26,8 +26,9 @@ def main() -> None:
 
     from multiverse.config import load_config
     from multiverse.data import load_dataset, split_dataset
+    from multiverse.metrics import universe_metrics
     from multiverse.space import SearchSpace
-    from multiverse.train import train_universe, universe_metrics
+    from multiverse.train import train_universe
 
     config = load_config(ROOT / "config/config.yaml")
     if not torch.cuda.is_available():

@@ -4,7 +4,7 @@ from multiverse.runtime import set_threads, step_logger
 log = step_logger(snakemake.log[0])
 set_threads(snakemake.threads)
 
-from multiverse.train import metrics_shard  # noqa: E402
+from multiverse.metrics import metrics_shard  # noqa: E402  (torch after the thread settings)
 
 metrics_shard(
     snakemake.input.data, snakemake.input.models, snakemake.input.records, snakemake.params.model,

@@ -15,8 +15,9 @@ from snakemake.utils import update_config, validate
 
 from multiverse.config import ConfigError, check_config, load_config, round_sizes
 from multiverse.data import IMAGE_SHAPES, load_dataset, ood_split, write_cifar
+from multiverse.metrics import universe_metrics
 from multiverse.sharpness import adaptive_sharpness
-from multiverse.train import make_model, scaled_lr, train_universe, universe_metrics
+from multiverse.train import make_model, scaled_lr, train_universe
 
 STUDIES = ROOT / "config" / "studies"
 PRESETS = sorted(p.stem for p in STUDIES.glob("*.yaml"))

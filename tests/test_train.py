@@ -4,7 +4,8 @@ import math
 
 import torch
 
-from multiverse.train import failed_record, metrics_shard, train_shard, train_universe, universe_metrics
+from multiverse.metrics import metrics_shard, universe_metrics
+from multiverse.train import failed_record, train_shard, train_universe
 
 U = {"optimizer": "adam", "lr": 3e-3, "weight_decay": 1e-5, "batch_size": 64}
 KW = dict(epochs=3, width=16, depth=1)

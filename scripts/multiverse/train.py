@@ -1,4 +1,4 @@
-"""Training one universe with torch, and the metrics of a trained universe.
+"""Training one universe with torch (its metrics: :mod:`multiverse.metrics`).
 
 Training is deterministic on the CPU: the weights come from ``torch.manual_seed(seed)``
 and the minibatch order from a generator seeded with the same seed, so a universe's
@@ -149,7 +149,7 @@ def evaluate(model: nn.Module, X: torch.Tensor, y: torch.Tensor) -> tuple[float,
     return acc, loss
 
 
-def _tensors(data: Mapping[str, np.ndarray], device: torch.device) -> tuple[dict[str, torch.Tensor], tuple | None]:
+def as_tensors(data: Mapping[str, np.ndarray], device: torch.device) -> tuple[dict[str, torch.Tensor], tuple | None]:
     """The splits as tensors on ``device``, and the images' shape (None if not recorded)."""
     shape = tuple(int(v) for v in data["shape"]) if "shape" in data else None
     return {k: torch.as_tensor(v, device=device) for k, v in data.items() if k != "shape"}, shape
@@ -187,7 +187,7 @@ def train_universe(
         # bitwise-equal weights); the global switch costs 1.4 s per process on the CPU.
         torch.use_deterministic_algorithms(True, warn_only=True)
     torch.manual_seed(seed)
-    t, shape = _tensors(data, dev)
+    t, shape = as_tensors(data, dev)
     n_classes = int(max(t["y_train"].max(), t["y_val"].max(), t["y_test"].max()).item()) + 1
     model = make_model(t["X_train"].shape[1], n_classes, width, depth, arch, shape).to(dev)
     n, bs = len(t["y_train"]), int(params["batch_size"])
@@ -253,50 +253,6 @@ def train_universe(
     return state, record
 
 
-def universe_metrics(
-    data: Mapping[str, np.ndarray],
-    state: Mapping[str, torch.Tensor],
-    record: Mapping[str, Any],
-    *,
-    width: int,
-    depth: int,
-    arch: str = "mlp",
-    sharpness: Mapping[str, Any] | None = None,
-) -> dict[str, float]:
-    """Accuracy and loss on train, validation and test, and the generalisation gap; with
-    an OOD split in ``data`` (``data.ood``) also ``ood_acc`` and ``ood_loss``, and with
-    ``sharpness`` settings (``metrics.sharpness``) the adaptive ``sharpness``
-    (:mod:`multiverse.sharpness`).
-
-    A diverged universe's network outputs NaN, so it predicts no better than
-    chance: its accuracies are recorded as ``1 / n_classes`` and its losses (and its
-    sharpness) as NaN. A failed universe (no trained model) gets NaN everywhere.
-    """
-    splits = ("train", "val", "test") + (("ood",) if "X_ood" in data else ())
-    if record["status"] == "failed":
-        out = {f"{s}_{m}": math.nan for s in splits for m in ("acc", "loss")}
-        out["gap"] = math.nan
-        if sharpness is not None:
-            out["sharpness"] = math.nan
-        return out
-    t, shape = _tensors(data, torch.device("cpu"))
-    model = make_model(t["X_train"].shape[1], record["n_classes"], width, depth, arch, shape)
-    model.load_state_dict(state)
-    model.eval()
-    out = {}
-    for split in splits:
-        acc, loss = evaluate(model, t[f"X_{split}"], t[f"y_{split}"])
-        if record["status"] == "diverged" or not math.isfinite(loss):
-            acc, loss = 1.0 / record["n_classes"], math.nan
-        out[f"{split}_acc"], out[f"{split}_loss"] = acc, loss
-    out["gap"] = out["train_acc"] - out["test_acc"]
-    if sharpness is not None:
-        from multiverse.sharpness import sharpness_metric
-
-        out["sharpness"] = math.nan if math.isnan(out["train_loss"]) else sharpness_metric(model, t, sharpness)
-    return out
-
-
 def failed_record(error: BaseException) -> dict[str, Any]:
     """The record of a universe whose training raised: kept as data, not a crash."""
     return {
@@ -309,7 +265,8 @@ def failed_record(error: BaseException) -> dict[str, Any]:
     }
 
 
-def _universe_fields(universe: Mapping[str, Any]) -> dict[str, Any]:
+def universe_fields(universe: Mapping[str, Any]) -> dict[str, Any]:
+    """The identity of a universe (and seed) that its train and metrics records carry."""
     fields = ("id", "round", "index", "shard", "slot", "replicate", "seed", "replicate_of", "params")
     return {k: universe.get(k, 0 if k == "replicate" else None) for k in fields}
 
@@ -350,32 +307,7 @@ def train_shard(
             except Exception as err:  # a universe's own failure is data, not a crash
                 log.exception("universe %s failed (attempt %d of %d)", u["id"], attempt, retries + 1)
                 state, record = {}, failed_record(err)
-        record = {**_universe_fields(u), **record, "attempts": attempt, "versions": env}
+        record = {**universe_fields(u), **record, "attempts": attempt, "versions": env}
         atomic_write(model_path, lambda tmp: torch.save(state, tmp))
         write_json(record_path, record)
         log.info("%s %s in %.2fs: %s", u["id"], u["params"], record["train_seconds"], record["status"])
-
-
-def metrics_shard(
-    data_path: str,
-    model_paths: Sequence[str],
-    record_paths: Sequence[str],
-    model: Mapping[str, Any],
-    out_paths: Sequence[str],
-    log: logging.Logger,
-    sharpness: Mapping[str, Any] | None = None,
-) -> None:
-    """Write each universe's metrics record: its identity, outcome and :func:`universe_metrics`
-    (``sharpness``: the ``metrics.sharpness`` settings, or None for no sharpness)."""
-    from multiverse.data import read_data
-    from multiverse.runtime import read_json, write_json
-
-    data = read_data(data_path)
-    for model_path, record_path, out in zip(model_paths, record_paths, out_paths):
-        record = read_json(record_path)
-        state = torch.load(model_path, weights_only=True)
-        metrics = universe_metrics(data, state, record, width=model["width"], depth=model["depth"],
-                                   arch=model.get("arch", "mlp"), sharpness=sharpness)
-        keep = ("status", "error", "diverged_epoch", "epochs_run", "versions")
-        write_json(out, {**_universe_fields(record), **{k: record.get(k) for k in keep}, "metrics": metrics})
-        log.info("%s: %s", record["id"], metrics)

@@ -1,0 +1,85 @@
+"""The metrics of a trained universe (rule ``metrics``): accuracy, loss and the
+generalisation gap, and optionally OOD accuracy and adaptive sharpness.
+
+The network is rebuilt with :func:`multiverse.train.make_model` and evaluated on the CPU.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import torch
+
+from multiverse.train import as_tensors, evaluate, make_model, universe_fields
+
+
+def universe_metrics(
+    data: Mapping[str, np.ndarray],
+    state: Mapping[str, torch.Tensor],
+    record: Mapping[str, Any],
+    *,
+    width: int,
+    depth: int,
+    arch: str = "mlp",
+    sharpness: Mapping[str, Any] | None = None,
+) -> dict[str, float]:
+    """Accuracy and loss on train, validation and test, and the generalisation gap; with
+    an OOD split in ``data`` (``data.ood``) also ``ood_acc`` and ``ood_loss``, and with
+    ``sharpness`` settings (``metrics.sharpness``) the adaptive ``sharpness``
+    (:mod:`multiverse.sharpness`).
+
+    A diverged universe's network outputs NaN, so it predicts no better than
+    chance: its accuracies are recorded as ``1 / n_classes`` and its losses (and its
+    sharpness) as NaN. A failed universe (no trained model) gets NaN everywhere.
+    """
+    splits = ("train", "val", "test") + (("ood",) if "X_ood" in data else ())
+    if record["status"] == "failed":
+        out = {f"{s}_{m}": math.nan for s in splits for m in ("acc", "loss")}
+        out["gap"] = math.nan
+        if sharpness is not None:
+            out["sharpness"] = math.nan
+        return out
+    t, shape = as_tensors(data, torch.device("cpu"))
+    model = make_model(t["X_train"].shape[1], record["n_classes"], width, depth, arch, shape)
+    model.load_state_dict(state)
+    model.eval()
+    out = {}
+    for split in splits:
+        acc, loss = evaluate(model, t[f"X_{split}"], t[f"y_{split}"])
+        if record["status"] == "diverged" or not math.isfinite(loss):
+            acc, loss = 1.0 / record["n_classes"], math.nan
+        out[f"{split}_acc"], out[f"{split}_loss"] = acc, loss
+    out["gap"] = out["train_acc"] - out["test_acc"]
+    if sharpness is not None:
+        from multiverse.sharpness import sharpness_metric
+
+        out["sharpness"] = math.nan if math.isnan(out["train_loss"]) else sharpness_metric(model, t, sharpness)
+    return out
+
+
+def metrics_shard(
+    data_path: str,
+    model_paths: Sequence[str],
+    record_paths: Sequence[str],
+    model: Mapping[str, Any],
+    out_paths: Sequence[str],
+    log: logging.Logger,
+    sharpness: Mapping[str, Any] | None = None,
+) -> None:
+    """Write each universe's metrics record: its identity, outcome and :func:`universe_metrics`
+    (``sharpness``: the ``metrics.sharpness`` settings, or None for no sharpness)."""
+    from multiverse.data import read_data
+    from multiverse.runtime import read_json, write_json
+
+    data = read_data(data_path)
+    for model_path, record_path, out in zip(model_paths, record_paths, out_paths):
+        record = read_json(record_path)
+        state = torch.load(model_path, weights_only=True)
+        metrics = universe_metrics(data, state, record, width=model["width"], depth=model["depth"],
+                                   arch=model.get("arch", "mlp"), sharpness=sharpness)
+        keep = ("status", "error", "diverged_epoch", "epochs_run", "versions")
+        write_json(out, {**universe_fields(record), **{k: record.get(k) for k in keep}, "metrics": metrics})
+        log.info("%s: %s", record["id"], metrics)
