@@ -11,7 +11,7 @@ rule train:
         f"{OUT}/benchmark/train/r{{round}}_s{{shard}}_seed{{replicate}}.tsv"
     params:
         model=config["model"],
-        training={k: config["training"].get(k) for k in ("epochs", "device")},
+        training={k: config["training"].get(k) for k in ("epochs", "device", "base_batch")},
         seed=config["seed"],
     threads: config["training"].get("threads", 1)
     resources:
