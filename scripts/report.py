@@ -10,7 +10,5 @@ from multiverse.report import build_report  # noqa: E402
 o = snakemake.output
 build_report(snakemake.input.table, snakemake.params.config, {
     "claims_json": o.claims_json, "claims_csv": o.claims_csv, "claims_figure": o.claims_figure,
-    "outcomes": o.outcomes, "html": o.html, "maps": list(o.maps), "curves": list(o.curves),
-    "sobol": list(o.sobol), "loo": list(o.loo), "claim_figures": list(o.claim_figures),
-    "where_figures": list(o.where_figures),
+    "outcomes": o.outcomes, "html": o.html, **snakemake.params.figures,
 })

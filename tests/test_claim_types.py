@@ -5,10 +5,13 @@ over repeated draws."""
 import numpy as np
 import pytest
 
-from multiverse import claims as C
-from multiverse import gp
-from multiverse.report import REPORT_KERNEL
+from multiverse import gp, stats
+from multiverse.claims import comparison, expected_best
+from multiverse.claims import correlation as correlation_claim
+from multiverse.claims import trend as trend_claim
+from multiverse.claims.correlation import JointSurrogate
 from multiverse.space import SearchSpace
+from multiverse.surrogate import REPORT_KERNEL, Surrogate
 
 SPACE = SearchSpace.from_config({
     "optimizer": {"type": "categorical", "choices": ["sgd", "adam"]},
@@ -17,9 +20,13 @@ SPACE = SearchSpace.from_config({
 })
 
 
-def fit_gp(space, us, y, seed):
-    """The report's surrogate."""
-    return gp.fit_gp(space, us, y, seed, kernel=REPORT_KERNEL)
+def fit_gp(space, us, y, seed, noise_sd=0.0):
+    """The report's surrogate (on the metric's scale: no warp)."""
+    return Surrogate.of(gp.fit_gp(space, us, y, seed, kernel=REPORT_KERNEL), space, noise_sd=noise_sd)
+
+
+def joint(space, us, Y, seed):
+    return JointSurrogate(gp.fit_multitask_gp(space, us, Y, seed), space, [gp.IDENTITY, gp.IDENTITY])
 
 
 def pos(us, name):
@@ -43,9 +50,9 @@ TREND = {"name": "t", "type": "trend", "metric": "m", "dimension": "batch_size",
 def trend(fn, claim=TREND, noise=0.02, seed=0, condition=0):
     us, y = draw(fn, noise=noise, seed=seed)
     model = fit_gp(SPACE, us, y, seed=0)
-    cond = C.trend_conditions(SPACE, claim)[condition]
-    gp = C.trend_gp(model, SPACE, claim, base(), 256, seed, cond)
-    obs = C.trend_observed(SPACE, us, y, claim, 500, seed, cond)
+    cond = trend_claim.conditions(SPACE, claim)[condition]
+    gp = trend_claim.gp_answer(model, SPACE, claim, base(), 256, seed, cond)
+    obs = trend_claim.observed_answer(SPACE, us, y, claim, 500, seed, cond)
     return gp, obs
 
 
@@ -71,7 +78,7 @@ def test_trend_that_flips_on_a_boundary_and_its_conditional_verdicts():
     gp, _ = trend(fn, claim, noise=0.01)
     assert 0.3 < gp["fraction_holds"] < 0.7
     assert any(leaf["rule"].startswith("lr <") and leaf["holds"] for leaf in gp["regions"]["leaves"])
-    labels = [c["label"] for c in C.trend_conditions(SPACE, claim)]
+    labels = [c["label"] for c in trend_claim.conditions(SPACE, claim)]
     assert labels[1].startswith("at lr = 0.000464") and labels[3].startswith("at lr = 0.215")
     low, _ = trend(fn, claim, noise=0.01, condition=1)  # lr = 4.6e-4: rises
     high, obs_high = trend(fn, claim, noise=0.01, condition=3)  # lr = 0.22: falls
@@ -105,9 +112,9 @@ def correlation(fx, fy, noise=0.02, seed=0, n=40):
     # the same universes, independent noise for the two metrics
     us, x = draw(fx, n=n, noise=noise, seed=2 * seed)
     y = fy(us) + noise * np.random.default_rng(2 * seed + 1).standard_normal(len(us))
-    model = gp.fit_multitask_gp(SPACE, us, np.c_[x, y], seed=0)
-    gp_ = C.correlation_gp(model, SPACE, CORR, SPACE.sobol(64, 3), 128, seed)
-    obs = C.correlation_observed(SPACE, us, x, y, CORR, 500, seed)
+    model = joint(SPACE, us, np.c_[x, y], seed=0)
+    gp_ = correlation_claim.gp_answer(model, SPACE, CORR, SPACE.sobol(64, 3), 128, seed)
+    obs = correlation_claim.observed_answer(SPACE, us, x, y, CORR, 500, seed)
     return gp_, obs
 
 
@@ -156,7 +163,7 @@ def test_kendall_tau_matches_scipy():
     x, y = rng.normal(size=30), rng.normal(size=30)
     y[:10] = x[:10]
     x[3] = x[4]  # a tie
-    assert C.kendall_tau(x, y) == pytest.approx(kendalltau(x, y).statistic)
+    assert stats.kendall_tau(x, y) == pytest.approx(kendalltau(x, y).statistic)
 
 
 def test_granulated_tau_on_matched_universes_of_a_grid():
@@ -165,13 +172,13 @@ def test_granulated_tau_on_matched_universes_of_a_grid():
     us = SPACE.grid(4, 0)
     lr, bs = pos(us, "lr"), pos(us, "batch_size")
     x, y = lr - bs, lr + bs  # x and y agree in lr, disagree in batch size
-    m = C.matched_granulated(SPACE, us, x, y, n_boot=200, seed=0)
+    m = correlation_claim.matched_granulated(SPACE, us, x, y, n_boot=200, seed=0)
     assert m["per_dimension"]["lr"] == 1.0 and m["per_dimension"]["batch_size"] == -1.0
     assert np.isnan(m["per_dimension"].get("optimizer", np.nan))  # no change in x or y across optimizers
-    assert m["effect"] == 0.0 and m["lo"] == m["hi"] == 0.0 and m["groups"] >= C.MIN_MATCHED_GROUPS
+    assert m["effect"] == 0.0 and m["lo"] == m["hi"] == 0.0 and m["groups"] >= correlation_claim.MIN_MATCHED_GROUPS
     # a single matched pair says nothing: no estimate
-    few = C.matched_granulated(SPACE, us[:2], x[:2], y[:2], n_boot=200, seed=0)
-    assert few["groups"] < C.MIN_MATCHED_GROUPS and np.isnan(few["effect"]) and np.isnan(few["lo"])
+    few = correlation_claim.matched_granulated(SPACE, us[:2], x[:2], y[:2], n_boot=200, seed=0)
+    assert few["groups"] < correlation_claim.MIN_MATCHED_GROUPS and np.isnan(few["effect"]) and np.isnan(few["lo"])
 
 
 # --- expected best --------------------------------------------------------------
@@ -185,10 +192,10 @@ def test_mean_max_is_the_mean_over_subsets_and_unbiased():
     v = np.random.default_rng(1).random(9)
     for k in (1, 3, 9):
         exact = np.mean([max(c) for c in itertools.combinations(v, k)])
-        assert C.mean_max(v, [k])[0] == pytest.approx(exact)
+        assert stats.mean_max(v, [k])[0] == pytest.approx(exact)
     # unbiased: averaged over samples of n=10 from U(0,1), the estimate of E[max of 4] is 4/5
     rng = np.random.default_rng(2)
-    est = C.mean_max(rng.random((20000, 10)), [4])[:, 0]
+    est = stats.mean_max(rng.random((20000, 10)), [4])[:, 0]
     assert est.mean() == pytest.approx(0.8, abs=0.003)
 
 
@@ -200,17 +207,17 @@ def groups(a, b, n=24, seed=0):
 
 def test_expected_best_that_holds_everywhere_and_nowhere():
     v, g = groups(lambda r, n: r.uniform(0.6, 0.9, n), lambda r, n: r.uniform(0.3, 0.6, n))
-    assert C.expected_best_observed(v, g, BEST, 500, 0)["verdict"] == "holds"
-    assert C.expected_best_observed(v, g, {**BEST, "relation": "<"}, 500, 0)["verdict"] == "fails"
+    assert expected_best.observed_answer(v, g, BEST, 500, 0)["verdict"] == "holds"
+    assert expected_best.observed_answer(v, g, {**BEST, "relation": "<"}, 500, 0)["verdict"] == "fails"
 
 
 def test_expected_best_that_flips_with_the_budget():
     # adam: always 0.70; sgd: uniform on [0.3, 0.9], whose expected best of k is
     # 0.3 + 0.6 k / (k + 1): 0.60 at k = 1, 0.75 at k = 3, 0.84 at k = 9
     v, g = groups(lambda r, n: np.full(n, 0.7), lambda r, n: r.uniform(0.3, 0.9, n), n=40)
-    one = C.expected_best_observed(v, g, {**BEST, "max_budget": 1}, 1000, 0)
-    late = C.expected_best_observed(v, g, {**BEST, "min_budget": 6, "max_budget": 12}, 1000, 0)
-    every = C.expected_best_observed(v, g, {**BEST, "max_budget": 12}, 1000, 0)
+    one = expected_best.observed_answer(v, g, {**BEST, "max_budget": 1}, 1000, 0)
+    late = expected_best.observed_answer(v, g, {**BEST, "min_budget": 6, "max_budget": 12}, 1000, 0)
+    every = expected_best.observed_answer(v, g, {**BEST, "max_budget": 12}, 1000, 0)
     assert one["verdict"] == "holds" and late["verdict"] == "fails" and every["verdict"] == "fails"
     assert every["curve_b"]["point"][8] == pytest.approx(0.3 + 0.6 * 9 / 10, abs=0.04)
 
@@ -218,17 +225,17 @@ def test_expected_best_that_flips_with_the_budget():
 def test_expected_best_from_the_surrogate_flips_with_the_budget():
     fn = lambda us: np.where([u["optimizer"] == "adam" for u in us], 0.7, 0.3 + 0.6 * pos(us, "lr"))  # noqa: E731
     us, y = draw(fn, n=40, noise=0.005)
-    model = fit_gp(SPACE, us, y, seed=0)
+    model = Surrogate.of(gp.fit_gp(SPACE, us, y, 0, kernel=REPORT_KERNEL), SPACE, noise_sd=0.005)
     ref = [u for u in SPACE.enumerated(128, 2, canonical=False) if u["optimizer"] == "sgd"]
-    gp1 = C.expected_best_gp(model, SPACE, {**BEST, "max_budget": 1}, ref, 128, 0, 0.005, [1], (0, 1))
-    gp6 = C.expected_best_gp(model, SPACE, BEST, ref, 128, 0, 0.005, list(range(6, 13)), (0, 1))
+    gp1 = expected_best.gp_answer(model, SPACE, {**BEST, "max_budget": 1}, ref, 128, 0, [1])
+    gp6 = expected_best.gp_answer(model, SPACE, BEST, ref, 128, 0, list(range(6, 13)))
     assert gp1["verdict"] == "holds" and gp6["verdict"] == "fails"
     assert gp6["curve_b"]["mean"][-1] == pytest.approx(0.3 + 0.6 * 12 / 13, abs=0.03)
 
 
 def test_expected_best_under_pure_noise_is_uncertain():
     vs = [groups(lambda r, n: r.normal(0.5, 0.1, n), lambda r, n: r.normal(0.5, 0.1, n), seed=s) for s in range(6)]
-    assert sum(C.expected_best_observed(v, g, {**BEST, "max_budget": 8}, 500, 0)["verdict"] == "uncertain"
+    assert sum(expected_best.observed_answer(v, g, {**BEST, "max_budget": 8}, 500, 0)["verdict"] == "uncertain"
                for v, g in vs) >= 5
 
 
@@ -270,29 +277,28 @@ def test_gp_intervals_cover_the_truth_over_repeated_draws(kind):
         truth = float(np.polyfit(t, pdp, 1)[0])
     elif kind == "correlation":
         claim = CORR
-        truth = float(C.kendall_tau(f(big[:1500]), g(big[:1500])))
+        truth = float(stats.kendall_tau(f(big[:1500]), g(big[:1500])))
     else:
         claim = {**BEST, "max_budget": 4}
         rng = np.random.default_rng(0)
         va, vb = (f(s) + noise * rng.standard_normal(len(s)) for s in (adam, sgd))
-        truth = float(np.min(C.mean_max(va, [1, 2, 3, 4]) - C.mean_max(vb, [1, 2, 3, 4])))
+        truth = float(np.min(stats.mean_max(va, [1, 2, 3, 4]) - stats.mean_max(vb, [1, 2, 3, 4])))
     hits = 0
     for s in range(N_DRAWS):
         us = SPACE.sobol(N_UNIVERSES, 1000 + s)
         y = f(us) + noise * np.random.default_rng(s).standard_normal(len(us))
-        model = fit_gp(SPACE, us, y, seed=s)
+        model = fit_gp(SPACE, us, y, seed=s, noise_sd=noise)
         if kind == "comparison":
             ref = [u for u in SPACE.enumerated(64, s, canonical=False) if u["optimizer"] == "sgd"]
-            r = C.gp_verdict(model, SPACE, claim, ref, 256, s)
+            r = comparison.gp_answer(model, SPACE, claim, ref, 256, s)
         elif kind == "trend":
-            r = C.trend_gp(model, SPACE, claim, SPACE.enumerated(32, s, canonical=False), 256, s)
+            r = trend_claim.gp_answer(model, SPACE, claim, SPACE.enumerated(32, s, canonical=False), 256, s)
         elif kind == "correlation":
             y2 = g(us) + noise * np.random.default_rng(s + 500).standard_normal(len(us))
-            joint = gp.fit_multitask_gp(SPACE, us, np.c_[y, y2], seed=s)
-            r = C.correlation_gp(joint, SPACE, claim, SPACE.sobol(128, s), 128, s)
+            r = correlation_claim.gp_answer(joint(SPACE, us, np.c_[y, y2], s), SPACE, claim, SPACE.sobol(128, s), 128, s)
         else:
             ref = [u for u in SPACE.enumerated(128, s, canonical=False) if u["optimizer"] == "sgd"]
-            r = C.expected_best_gp(model, SPACE, claim, ref, 256, s, noise, [1, 2, 3, 4])
+            r = expected_best.gp_answer(model, SPACE, claim, ref, 256, s, [1, 2, 3, 4])
         hits += covered((r["effect_lo"], r["effect_hi"]), truth)
     print(f"{kind}: the 95% interval held the truth in {hits} of {N_DRAWS} draws")
     assert hits >= (17 if kind == "correlation" else 20), f"{kind}: the 95% interval covered the truth {hits} of {N_DRAWS} times (truth {truth:+.4f})"

@@ -3,10 +3,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from multiverse.claims import gp_verdict, judge, observed_verdict
+from multiverse.claims.common import describe_regions, judge, reference_universes
+from multiverse.claims.comparison import gp_answer, observed_answer
 from multiverse.gp import fit_gp
-from multiverse.report import claims_table, reference_universes
+from multiverse.report import claims_table
 from multiverse.space import SearchSpace
+from multiverse.surrogate import Surrogate
 
 SPACE = {
     "optimizer": {"type": "categorical", "choices": ["sgd", "adam"]},
@@ -28,8 +30,8 @@ def _verdicts(effect, noise=0.02, seed=0):
     space, us, y = _multiverse(effect, noise, seed=seed)
     model = fit_gp(space, us, y, seed=0)
     base = reference_universes(space, 64, 1, fix="optimizer")
-    gp = gp_verdict(model, space, CLAIM, base, 256, seed=0)
-    obs = observed_verdict(y, [u["optimizer"] for u in us], CLAIM, 1000, seed=0)
+    gp = gp_answer(Surrogate.of(model, space), space, CLAIM, base, 256, seed=0)
+    obs = observed_answer(y, [u["optimizer"] for u in us], CLAIM, 1000, seed=0)
     return gp, obs
 
 
@@ -53,10 +55,32 @@ def test_claim_that_flips_on_a_boundary():
     assert gp["fraction_holds_lo"] < 0.5 < gp["fraction_holds_hi"]
     assert 0.3 < gp["fraction_holds"] < 0.7
     # the flip is described in the space's own terms, at the right place
-    (fail,) = [leaf for leaf in gp["regions"]["leaves"] if not leaf["holds"]]
+    (fail,) = [leaf for leaf in gp["regions"]["leaves"] if leaf["label"] == "fails"]
     threshold = float(fail["rule"].split("<")[1])
     assert fail["rule"].startswith("lr <") and 10**-2.4 < threshold < 10**-1.6
     assert gp["regions"]["accuracy"] > 0.9 and "fails for lr <" in gp["regions"]["text"]
+
+
+def test_finding_4_regions_are_labelled_by_the_verdict_thresholds():
+    """A region called 'holds' is one where the local P(holds) reaches 0.95, not where
+    the posterior mean has the claimed sign: a small effect near the noise gets an
+    'uncertain' region, and each leaf says how pure it is."""
+    from multiverse.claims.common import local_summary
+    from multiverse.claims.comparison import comparison_universes, local_effects
+
+    # adam better everywhere, by 0.1 at lr = 1 down to a hair (under the noise) at lr = 1e-4
+    space, us, y = _multiverse(lambda l: 0.1 * (l + 4.2) / 4.2, noise=0.02)
+    sur = Surrogate.of(fit_gp(space, us, y, seed=0), space)
+    base = reference_universes(space, 64, 1, fix="optimizer")
+    gp = gp_answer(sur, space, CLAIM, base, 256, seed=0)
+    local = local_effects(sur.sample(comparison_universes(CLAIM, base), 256, 0), CLAIM, len(base))
+    p = local_summary(local, CLAIM)["p_holds"]
+    shares = gp["regions"]["shares"]
+    assert shares["holds"] == pytest.approx(np.mean(p >= 0.95)) and shares.get("uncertain", 0) > 0.2
+    (held,) = [leaf for leaf in gp["regions"]["leaves"] if leaf["label"] == "holds"]
+    assert held["rule"].startswith("lr >=") and held["purity"] > 0.9
+    # the sign of the mean would call nearly all of it 'holds'
+    assert np.mean(local.mean(0) > 0) > shares["holds"] + 0.05
 
 
 def test_pure_noise_is_rarely_a_confident_verdict():
@@ -72,32 +96,47 @@ def test_observed_bootstrap_interval_covers_the_truth():
     covered = 0
     for i in range(100):
         a, b = rng.normal(0.3, 1, 30), rng.normal(0.0, 1, 30)
-        v = observed_verdict(np.r_[a, b], ["adam"] * 30 + ["sgd"] * 30, CLAIM, 500, seed=i)
+        v = observed_answer(np.r_[a, b], ["adam"] * 30 + ["sgd"] * 30, CLAIM, 500, seed=i)
         covered += v["effect_lo"] < 0.3 < v["effect_hi"]
     assert 88 <= covered <= 99  # nominal 95%
 
 
-def test_judge_reports_disagreement():
-    assert judge({"verdict": "holds"}, {"verdict": "holds"})["agree"] is True
-    j = judge({"verdict": "holds"}, {"verdict": "uncertain"})
-    assert j["agree"] is False and "disagree" in j["summary"]
-    assert judge({"verdict": "holds"}, {"verdict": "too few universes"})["agree"] is None
+def test_finding_7_disagree_only_when_credibly_opposite():
+    """'They disagree' only when one holds and the other fails, or the intervals exclude
+    each other; a confident answer beside an uncertain one whose interval contains it is
+    a difference in power: the other side cannot tell."""
+    holds = {"verdict": "holds", "effect": 0.16, "effect_lo": 0.10, "effect_hi": 0.22}
+    wide = {"verdict": "uncertain", "effect": 0.13, "effect_lo": -0.14, "effect_hi": 0.41}
+    fails = {"verdict": "fails", "effect": -0.2, "effect_lo": -0.3, "effect_hi": -0.1}
+    assert judge(holds, dict(holds))["agree"] is True
+    j = judge(holds, wide, ">=")
+    assert j["agree"] is None and "disagree" not in j["summary"] and "cannot tell" in j["summary"]
+    j = judge(wide, holds, ">=")
+    assert j["agree"] is None and "the GP cannot tell" in j["summary"]
+    assert judge(holds, fails)["agree"] is False and "disagree" in judge(holds, fails)["summary"]
+    apart = {"verdict": "uncertain", "effect": 0.5, "effect_lo": 0.3, "effect_hi": 0.9}
+    assert judge(holds, apart)["agree"] is False  # intervals exclude each other
+    equivalent = {"verdict": "equivalent", "effect": 0.0, "effect_lo": -0.01, "effect_hi": 0.01}
+    assert judge(holds, equivalent, ">")["agree"] is False  # superiority vs equivalence
+    assert judge(holds, {**equivalent, "effect_hi": 0.12}, ">=")["agree"] is None  # non-inferior both ways
+    assert judge(holds, {"verdict": "too few universes"})["agree"] is None
 
 
 def test_claims_table_gives_every_estimate_an_interval():
     gp, obs = _verdicts(lambda l: 0.1)
-    t = claims_table([{"statement": "adam >= sgd", "type": "comparison", "gp": gp, "observed": obs, **judge(gp, obs)}])
+    t = claims_table([{"statement": "adam >= sgd", "type": "comparison", "claim": CLAIM, "gp": gp, "observed": obs,
+                       **judge(gp, obs)}])
     assert "[" in t.loc[0, "GP estimate [95% CrI]"] and "[" in t.loc[0, "observed estimate [95% CI]"]
     assert "[" in t.loc[0, "GP share of multiverse where it holds [95% CrI]"]
     assert isinstance(t, pd.DataFrame) and len(t) == 1
 
 
 def test_scattered_exceptions_are_not_called_a_region():
-    from multiverse.claims import describe_regions
-
     space = SearchSpace.from_config(SPACE)
     us = space.sobol(100, 0)
-    holds = np.ones(100, dtype=bool)
-    holds[::20] = False  # 5% scattered failures: no region of 10% or more
-    regions = describe_regions(space, us, holds, exclude={"optimizer"})
-    assert regions["text"] == "holds on 95% of the multiverse, with no region of 10% or more where it fails"
+    labels = np.array(["holds"] * 100, dtype=object)
+    labels[::20] = "fails"  # 5% scattered failures: no region of 10% or more
+    regions = describe_regions(space, us, labels, exclude={"optimizer"})
+    assert regions["shares"] == {"holds": 0.95, "fails": 0.05}
+    assert regions["text"] == "holds on 95%, fails on 5% of the multiverse"
+    assert all(leaf["label"] == "holds" for leaf in regions["leaves"])

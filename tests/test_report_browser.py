@@ -48,7 +48,7 @@ def test_standalone_report_opens_and_every_image_loads(tiny_run, tmp_path):
     assert seen["title"] == "Multiverse report: tiny"
     assert seen["images"] >= 20 and seen["loaded"] == seen["images"], seen["broken"]
     assert seen["tables"] == 3  # claims, Sobol indices, LOO diagnostics
-    assert seen["headings"][0] == "Summary of claims"
+    assert seen["headings"][:2] == ["The claims at a glance", "Summary of claims"]
     assert any(h.startswith("Claim: ") for h in seen["headings"])
 
 

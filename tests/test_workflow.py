@@ -73,7 +73,9 @@ def test_claims_and_figures(run):
     assert [c["type"] for c in claims["claims"]] == ["comparison", "comparison", "trend", "correlation", "expected_best"]
     for c in claims["claims"]:
         g = c["gp"]
-        assert g["verdict"] in ("holds", "fails", "uncertain", "too few universes")
+        assert g["verdict"] in ("holds", "fails", "equivalent", "uncertain", "too few universes")
+        assert c["headline"]["badge"] in ("holds", "fails", "equivalent", "depends on the choices", "uncertain",
+                                          "too few universes") and c["headline"]["text"].startswith(c["statement"])
         if g["verdict"] != "too few universes":
             assert 0 <= g["p_holds"] <= 1 and g["effect_lo"] <= g["effect_hi"]
         assert "observed" in c and "summary" in c and "surrogate_ok" in c
@@ -86,6 +88,7 @@ def test_claims_and_figures(run):
         assert (run / OUT / f"report/{png}.png").read_bytes()[:4] == b"\x89PNG", png
     page = (run / OUT / "report.html").read_text()
     assert "Summary of claims" in page and page.count("<img ") == len(FIGURES)
+    assert page.count("<span class='badge ") == len(claims["claims"]) and "{'ok'" not in page  # statuses as words
 
 
 @pytest.mark.slow

@@ -2,12 +2,16 @@
 
 This module is imported when the Snakefile is parsed, so it needs only PyYAML.
 The JSON schema (``workflow/schemas/config.schema.yaml``) is applied by snakemake's
-``validate`` first; :func:`check_config` then checks what depends on several keys at
-once. Both run when the workflow is parsed, before any job.
+``validate`` first, which also fills in every default: the schema is the one place
+they are written, and the code reads ``config[...]`` as the Snakefile sees it.
+:func:`check_config` then checks what depends on several keys at once. Both run when
+the workflow is parsed, before any job. A config written by hand (a test, a benchmark)
+gets the same defaults from :func:`with_defaults`.
 """
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 from pathlib import Path
@@ -27,6 +31,8 @@ TRAINING_DIMENSIONS = ("optimizer", "lr", "weight_decay", "batch_size", "momentu
                        "warmup_epochs", "epochs", "steps")
 #: Levels of an ``lr_scaling`` dimension (:data:`multiverse.train.LR_SCALING`).
 LR_SCALING_RULES = ("none", "linear", "sqrt")
+#: The config's JSON schema, the one place its defaults are written.
+SCHEMA = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
 
 
 class ConfigError(ValueError):
@@ -44,6 +50,17 @@ def load_config(path: str | Path) -> dict:
     """Load a YAML config as plain data (safe loader: no Python objects)."""
     with open(path) as fh:
         return yaml.safe_load(fh)
+
+
+def with_defaults(config: Mapping[str, Any]) -> dict:
+    """A copy of ``config`` validated against :data:`SCHEMA` with its defaults filled in,
+    as the Snakefile sees it (snakemake's ``validate``; its ``WorkflowError`` names what
+    the schema rejects)."""
+    from snakemake.utils import validate  # not at import: parsing the workflow needs only PyYAML
+
+    config = copy.deepcopy(dict(config))
+    validate(config, str(SCHEMA))
+    return config
 
 
 def config_hash(config: Mapping[str, Any]) -> str:
@@ -65,7 +82,8 @@ def multiverse_hash(config: Mapping[str, Any]) -> str:
 
 
 def check_config(config: Mapping[str, Any]) -> None:
-    """Cross-key checks; raises :class:`ConfigError` naming the first bad key."""
+    """Cross-key checks of a validated config (defaults filled in: :func:`with_defaults`);
+    raises :class:`ConfigError` naming the first bad key."""
     if config["data"]["dataset"] not in DATASETS:
         raise ConfigError("data.dataset", f"one of {list(DATASETS)}", config["data"]["dataset"])
     if config["data"]["dataset"] in LOCAL_DATASETS:
@@ -90,7 +108,7 @@ def check_config(config: Mapping[str, Any]) -> None:
             continue
         if spec["low"] >= spec["high"]:
             raise ConfigError(f"{key}.low", f"low < high ({spec['high']})", spec["low"])
-        if spec.get("log") and spec["low"] <= 0:
+        if spec["log"] and spec["low"] <= 0:
             raise ConfigError(f"{key}.low", "a bound > 0 for a log scale", spec["low"])
     for name, spec in space.items():
         if not spec.get("when"):

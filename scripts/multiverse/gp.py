@@ -126,6 +126,72 @@ def fit_gp(
     return model
 
 
+class Warp:
+    """The scale a metric's GP works on, from the metric's range.
+
+    A metric bounded on both sides (an accuracy in [0, 1], the gap in [-1, 1]) is
+    modelled as ``logit((y - low) / (high - low))``, its observations clipped to
+    ``[margin, 1 - margin]`` of the range first (a test accuracy of exactly 1 is
+    common); one bounded below only (a loss, sharpness) as ``log(y - low)``, clipped at
+    ``margin``; an unbounded one as is. Samples come back through the inverse
+    (sigmoid, exp), so every sample, band and maximum lies inside the range.
+    Quantiles of a monotone transform are the transformed quantiles, so marginal bands
+    are exact; a mean is not (it is read from samples).
+    """
+
+    def __init__(self, low: float | None = None, high: float | None = None, margin: float | None = None):
+        self.low, self.high = low, high
+        if low is not None and high is not None:
+            self.kind, self.margin = "logit", 0.005 if margin is None else margin
+        elif low is not None:
+            self.kind, self.margin = "log", 1e-6 if margin is None else margin
+        else:
+            self.kind, self.margin = "identity", 0.0
+
+    def __repr__(self) -> str:
+        return f"Warp({self.kind}, low={self.low}, high={self.high})"
+
+    def forward(self, y):
+        y = np.asarray(y, dtype=float)
+        if self.kind == "logit":
+            p = np.clip((y - self.low) / (self.high - self.low), self.margin, 1 - self.margin)
+            return np.log(p) - np.log1p(-p)
+        if self.kind == "log":
+            return np.log(np.maximum(y - self.low, self.margin))
+        return y
+
+    def inverse(self, f):
+        f = np.asarray(f, dtype=float)
+        if self.kind == "logit":
+            return self.low + (self.high - self.low) / (1 + np.exp(-f))
+        if self.kind == "log":
+            return self.low + np.exp(f)
+        return f
+
+
+IDENTITY = Warp()
+
+
+def joint_samples(model, space: SearchSpace, universes: Sequence[Mapping[str, Any]], n: int, seed: int,
+                  warp: Warp = IDENTITY, batch: int = 1) -> np.ndarray:
+    """``n x len(universes)`` joint samples of the GP's latent function (sampled
+    functions, on the metric's own scale through ``warp``); ``n x len(universes) x m``
+    for a model of ``m > 1`` outcomes.
+
+    With ``batch`` b, the universes are b equal consecutive blocks sampled jointly within
+    each block and independently across blocks (a map's cells: b small Cholesky
+    factorisations instead of one of the whole grid)."""
+    X = features(space, universes, model)
+    if batch > 1:
+        X = X.reshape(batch, len(universes) // batch, -1)
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        f = model.posterior(X).rsample(torch.Size([n]))
+    f = f.reshape(n, len(universes), -1)
+    f = (f.squeeze(-1) if f.shape[-1] == 1 else f).numpy()
+    return warp.inverse(f)
+
+
 def features(space: SearchSpace, universes: Sequence[Mapping[str, Any]], model=None) -> torch.Tensor:
     """Raw features of ``universes`` as ``model`` reads them (one-hot when no model is given)."""
     enc = encoding(getattr(model, "categorical", "onehot"))
@@ -211,26 +277,32 @@ def influence(model, space: SearchSpace, base: Sequence[Mapping[str, Any]]) -> d
 MIN_LOO_R2, MIN_COVERAGE = 0.5, 0.8
 
 
-def loo_diagnostics(model) -> dict[str, Any]:
+def loo_diagnostics(model, warp: Warp = IDENTITY) -> dict[str, Any]:
     """Leave-one-out predictions of every training universe (BoTorch's ``loo_cv``: exact
     LOO for fixed hyperparameters) and how well they fit: RMSE, R^2 and the coverage
-    of the 95% predictive intervals (observation noise included)."""
+    of the 95% predictive intervals (observation noise included).
+
+    With a ``warp`` the LOO runs on the GP's scale and is reported on the metric's: the
+    prediction is the predictive median, its interval the warped interval (coverage is
+    the same on both scales)."""
     from botorch.cross_validation import loo_cv
 
     with torch.no_grad():
         cv = loo_cv(model, observation_noise=True)
     mean = cv.posterior.mean.reshape(-1).numpy()
     sd = cv.posterior.variance.clamp_min(0).sqrt().reshape(-1).numpy()
-    y = cv.observed_Y.reshape(-1).numpy()
-    rmse = float(np.sqrt(np.mean((mean - y) ** 2)))
+    latent = cv.observed_Y.reshape(-1).numpy()
+    covered = np.abs(latent - mean) <= 1.96 * sd
+    y, pred = warp.inverse(latent), warp.inverse(mean)
+    rmse = float(np.sqrt(np.mean((pred - y) ** 2)))
     var = float(np.var(y))
     r2 = 1.0 - rmse**2 / var if var > 0 else float("nan")
-    covered = np.abs(y - mean) <= 1.96 * sd
     coverage = float(covered.mean())
     ok = bool(np.isfinite(r2) and r2 >= MIN_LOO_R2 and coverage >= MIN_COVERAGE)
     out = {"rmse": rmse, "r2": r2, "coverage": coverage, "n": int(len(y)), "ok": ok,
-           "observed": y.tolist(), "predicted": mean.tolist(), "predicted_sd": sd.tolist()}
-    return {**out, **loo_intervals(y, mean, covered)}
+           "observed": y.tolist(), "predicted": pred.tolist(),
+           "predicted_lo": warp.inverse(mean - 1.96 * sd).tolist(), "predicted_hi": warp.inverse(mean + 1.96 * sd).tolist()}
+    return {**out, **loo_intervals(y, pred, covered)}
 
 
 def loo_intervals(y: np.ndarray, mean: np.ndarray, covered: np.ndarray, n_boot: int = 1000, seed: int = 0) -> dict:

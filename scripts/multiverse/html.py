@@ -24,7 +24,30 @@ figure { margin: 1.5em 0; }
 figure img { max-width: 100%; border: 1px solid #eee; }
 figcaption { font-size: 0.85em; color: #555; }
 .flag { color: #a00; font-weight: bold; }
+.badge { display: inline-block; min-width: 11em; padding: 2px 8px; margin-right: 0.6em; border-radius: 4px;
+         color: #fff; font-weight: bold; font-size: 0.85em; text-align: center; }
+.holds { background: #1b7837; } .fails { background: #b2182b; } .equivalent { background: #2166ac; }
+.depends { background: #e08214; } .uncertain, .too-few { background: #777; }
+ul.headline { list-style: none; padding-left: 0; } ul.headline li { margin: 0.5em 0; }
 """
+
+BADGE_CLASS = {"holds": "holds", "fails": "fails", "equivalent": "equivalent", "depends on the choices": "depends",
+               "uncertain": "uncertain", "too few universes": "too-few"}
+
+
+def headline(claims) -> str:
+    """One line per claim: a coloured badge and one plain sentence."""
+    items = []
+    for c in claims:
+        h = c["headline"]
+        items.append(f"<li><span class='badge {BADGE_CLASS.get(h['badge'], 'uncertain')}'>{_html.escape(h['badge'])}"
+                     f"</span>{_html.escape(h['text'])}</li>")
+    return "<ul class='headline'>" + "".join(items) + "</ul>"
+
+
+def statuses(counts) -> str:
+    """Run statuses as words: '46 ok, 2 diverged'."""
+    return ", ".join(f"{n} {s}" for s, n in counts.items())
 
 
 def _img(path: str, caption: str) -> str:
@@ -49,14 +72,23 @@ def write_report(path: str, config: Mapping[str, Any], df: pd.DataFrame, result:
         f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>Multiverse report: {_html.escape(study)}</title>",
         f"<style>{CSS}</style></head><body>",
         f"<h1>Multiverse report: {_html.escape(study)}</h1>",
-        f"<p>{n_u} universes ({n_runs} training runs; statuses {_html.escape(str(df['status'].value_counts().to_dict()))}). "
+        f"<p>{n_u} universes ({n_runs} training runs: {_html.escape(statuses(df['status'].value_counts().to_dict()))}). "
         "Every verdict gives the GP surrogate's answer (joint posterior samples: 95% credible intervals) beside a "
         "model-free bootstrap over the observed universes (95% intervals); where they disagree, the verdict says so. "
-        "A claim holds at P(holds) &ge; 0.95 and fails at P(holds) &le; 0.05.</p>",
-        "<h2>Summary of claims</h2>",
-        _table(tables["claims"]),
+        "A claim holds at P(holds) &ge; 0.95 and fails at P(holds) &le; 0.05; with a margin, it is equivalent "
+        "at P(|effect| &lt; margin) &ge; 0.95. It <i>depends on the choices</i> where the multiverse has both a "
+        "region where it holds and one where it fails (each at least 10%, by local verdicts).</p>",
+        "<h2>The claims at a glance</h2>",
+        headline(result["claims"]),
     ]
-    for c, main_png, where_png in zip(result["claims"], out["claim_figures"], out["where_figures"]):
+    div = result.get("divergence")
+    if div:
+        parts.append(f"<p><b>Divergence:</b> the divergence model expects {div['share']:.0%} of the multiverse to "
+                     f"diverge ({_html.escape(div['regions']['text'])}). Losses, the gap and sharpness are modelled "
+                     "on converged universes only, and claims on them are read where universes converge.</p>")
+    parts += ["<h2>Summary of claims</h2>", _table(tables["claims"])]
+    for c in result["claims"]:
+        main_png, where_png = out["claim_figures"][c["name"]], out["where_figures"][c["name"]]
         flag = "" if c.get("surrogate_ok", True) else " <span class='flag'>(surrogate fits poorly)</span>"
         parts += [f"<h2 id='{_html.escape(c['name'])}'>Claim: {_html.escape(c['statement'])}{flag}</h2>",
                   f"<p><b>Verdict:</b> {_html.escape(c['summary'])}</p>"]
@@ -70,19 +102,19 @@ def write_report(path: str, config: Mapping[str, Any], df: pd.DataFrame, result:
               "total-order: including its interactions. From the GP surrogate, 95% credible intervals over "
               "posterior samples; a categorical choice's levels form one index.</p>",
               _table(tables["sensitivity"])]
-    for m, png in zip(metrics, out["sobol"]):
-        parts.append(_img(png, f"Sobol indices of {m}"))
+    for m in metrics:
+        parts.append(_img(out["sobol"][m], f"Sobol indices of {m}"))
     parts += ["<h2>Surrogate diagnostics: leave-one-out</h2>",
               "<p>Each universe predicted by the GP fitted to the others (hyperparameters fixed). A surrogate with "
               "LOO R<sup>2</sup> &lt; 0.5 or 95% coverage &lt; 0.8 is flagged, and so is every verdict resting on it.</p>",
               _table(tables["diagnostics"])]
-    for m, png in zip(metrics, out["loo"]):
-        parts.append(_img(png, f"Leave-one-out calibration of the {m} surrogate"))
+    for m in metrics:
+        parts.append(_img(out["loo"][m], f"Leave-one-out calibration of the {m} surrogate"))
     parts.append("<h2>The multiverse</h2>")
     parts.append(_img(out["claims_figure"], "Every claim's effect: GP (95% CrI) beside the observed universes (95% CI)"))
     parts.append(_img(out["outcomes"], "Each outcome against each choice, one point per training run"))
-    for m, map_png, curve_png in zip(metrics, out["maps"], out["curves"]):
-        parts.append(_img(map_png, f"GP posterior mean and standard deviation of {m}, with the universes"))
-        parts.append(_img(curve_png, f"Specification curve of {m}"))
+    for m in metrics:
+        parts.append(_img(out["maps"][m], f"GP posterior median and 95% band width of {m}, with the universes"))
+        parts.append(_img(out["curves"][m], f"Specification curve of {m}"))
     parts.append("</body></html>")
     atomic_write(path, lambda tmp: Path(tmp).write_text("\n".join(parts), encoding="utf-8"))

@@ -1,4 +1,9 @@
-"""The report's seaborn figures. Each function draws one figure and saves it to ``path``."""
+"""The report's seaborn figures. Each function draws one figure and saves it to ``path``.
+
+This module draws only: every posterior quantity it shows was computed (and sampled,
+with seeds from the study's) by :mod:`multiverse.report` or the claim's own module in
+:mod:`multiverse.claims`; the observed universes come from the results table.
+"""
 
 from __future__ import annotations
 
@@ -12,7 +17,6 @@ import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
-from multiverse.gp import dimension_grid, features, noise_variance, outcome_scale, posterior_mean_std  # noqa: E402
 from multiverse.space import SearchSpace  # noqa: E402
 
 LABELS = {
@@ -89,29 +93,25 @@ def outcomes_vs_dimensions(df: pd.DataFrame, space: SearchSpace, metrics: Sequen
     _save(fig, path)
 
 
-def posterior_map(
-    model, space: SearchSpace, df: pd.DataFrame, metric: str, dims: Sequence[str],
-    base: Sequence[Mapping[str, Any]], path: str, n: int = 25,
-) -> None:
-    """Posterior mean and standard deviation over two dimensions, averaged over the others,
-    with the observed universes drawn on top in the same colour scale."""
+def posterior_map(data: Mapping[str, Any], space: SearchSpace, df: pd.DataFrame, metric: str, path: str) -> None:
+    """Posterior median and 95% band width over two dimensions, averaged over the others
+    (``data``: :func:`multiverse.report.posterior_map_data`), with the observed universes
+    drawn on top in the same colour scale."""
     sns.set_theme(style="white", context="paper")
-    dx, dy = (space[d] for d in dims)
-    gx, gy = dimension_grid(space, dx.name, n), dimension_grid(space, dy.name, n)
-    grid = [{**u, dx.name: x, dy.name: y} for y in gy for x in gx for u in base]
-    mean, std = posterior_mean_std(model, features(space, grid, model))
-    shape = (len(gy), len(gx), len(base))
-    mean, std = mean.reshape(shape).mean(-1), std.reshape(shape).mean(-1)
+    dx, dy = (space[d] for d in data["dims"])
+    gx, gy, median, width = data["x"], data["y"], np.asarray(data["median"]), np.asarray(data["width"])
     vals = df[metric].to_numpy(dtype=float)
-    lo, hi = np.nanmin([mean.min(), np.nanmin(vals)]), np.nanmax([mean.max(), np.nanmax(vals)])
+    lo, hi = np.nanmin([median.min(), np.nanmin(vals)]), np.nanmax([median.max(), np.nanmax(vals)])
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.6), gridspec_kw={"wspace": 0.35})
-    for ax, z, title, cmap in ((axes[0], mean, "posterior mean", "viridis"), (axes[1], std, "posterior sd", "magma")):
-        cs = ax.contourf(gx, gy, z, levels=20, cmap=cmap, vmin=lo if z is mean else None, vmax=hi if z is mean else None)
+    for ax, z, title, cmap in ((axes[0], median, "posterior median", "viridis"),
+                               (axes[1], width, "width of the 95% credible band", "magma")):
+        first = z is median
+        cs = ax.contourf(gx, gy, z, levels=20, cmap=cmap, vmin=lo if first else None, vmax=hi if first else None)
         fig.colorbar(cs, ax=ax, label=f"{label(metric)}: {title}")
         sns.scatterplot(
-            data=df, x=dx.name, y=dy.name, hue=metric if z is mean else None, palette="viridis" if z is mean else None,
-            hue_norm=(lo, hi) if z is mean else None, style=_hue(space), style_order=_hue_order(space), s=45, ax=ax,
-            edgecolor="white" if z is mean else "black", legend=z is std, color="white" if z is std else None,
+            data=df, x=dx.name, y=dy.name, hue=metric if first else None, palette="viridis" if first else None,
+            hue_norm=(lo, hi) if first else None, style=_hue(space), style_order=_hue_order(space), s=45, ax=ax,
+            edgecolor="white" if first else "black", legend=not first, color="white" if not first else None,
         )
         _log_axis(ax, dx, "x")
         _log_axis(ax, dy, "y")
@@ -123,15 +123,11 @@ def posterior_map(
     _save(fig, path)
 
 
-def specification_curve(model, space: SearchSpace, df: pd.DataFrame, metric: str, path: str) -> None:
-    """Universes ranked by the metric (top) and the choices each one made (bottom)."""
+def specification_curve(data: Mapping[str, Any], space: SearchSpace, metric: str, path: str) -> None:
+    """Universes ranked by the metric (top) and the choices each one made (bottom)
+    (``data``: :func:`multiverse.report.specification_data`)."""
     sns.set_theme(style="whitegrid", context="paper")
-    d = df[np.isfinite(df[metric].to_numpy(dtype=float))].sort_values(metric).reset_index(drop=True)
-    from multiverse.report import universes_of
-
-    mean, std = posterior_mean_std(model, features(space, universes_of(d, space), model))
-    noise_sd = float(noise_variance(model).mean().sqrt()) * outcome_scale(model)
-    pred_sd = np.sqrt(std**2 + noise_sd**2)
+    d = data["table"]
     rows: list[tuple[str, np.ndarray]] = []
     for dim in space.dimensions:
         if dim.is_categorical:
@@ -145,8 +141,7 @@ def specification_curve(model, space: SearchSpace, df: pd.DataFrame, metric: str
         gridspec_kw={"height_ratios": [3, 0.22 * len(rows)]},
     )
     x = np.arange(len(d))
-    top.fill_between(x, mean - 1.96 * pred_sd, mean + 1.96 * pred_sd, color="C0", alpha=0.2,
-                     label="GP 95% predictive interval")
+    top.fill_between(x, data["lo"], data["hi"], color="C0", alpha=0.2, label="GP 95% predictive interval")
     hue = _hue(space)
     sns.scatterplot(x=x, y=d[metric], hue=d[hue] if hue else None, hue_order=_hue_order(space), ax=top, s=28, zorder=3)
     top.set_ylabel(label(metric))
@@ -180,11 +175,12 @@ def claims_forest(claims: Sequence[Mapping[str, Any]], path: str) -> None:
         ax.axvline(0, color="k", lw=0.8)
         ax.set_yticks([0, 1], ["GP", "observed"])
         ax.set_ylim(1.6, -0.6)
-        from multiverse.report import STATISTIC, claim_metrics
+        from multiverse.claims import TYPES
 
-        ms = " vs ".join(claim_metrics(c["claim"]))
-        ax.set_title(f"{c['statement']}  [{ms}]: {c['summary']}", fontsize=8)
-        ax.set_xlabel(f"{STATISTIC[c['type']]} ({ms})")
+        kind = TYPES[c["type"]]
+        ms = " vs ".join(kind.metrics(c["claim"]))
+        ax.set_title(f"{c['statement']}  [{ms}]: {c['summary']}", fontsize=8, wrap=True)
+        ax.set_xlabel(f"{kind.STATISTIC} ({ms})")
     fig.suptitle("Claims: GP verdict beside the observed universes, 95% intervals", y=1.0)
     fig.tight_layout()
     _save(fig, path)
@@ -219,13 +215,14 @@ def loo_calibration(diag: Mapping[str, Any], metric: str, path: str) -> None:
     """Leave-one-out predictions against the observed values, with 95% intervals, and
     the standardised residuals against a standard normal."""
     sns.set_theme(style="whitegrid", context="paper")
-    y, mu, sd = (np.asarray(diag[k], dtype=float) for k in ("observed", "predicted", "predicted_sd"))
-    covered = np.abs(y - mu) <= 1.96 * sd
+    y, mu, plo, phi = (np.asarray(diag[k], dtype=float) for k in ("observed", "predicted", "predicted_lo", "predicted_hi"))
+    covered = (plo <= y) & (y <= phi)
     fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
     for ok, colour, name in ((True, "C0", "inside its 95% interval"), (False, "C3", "outside")):
         m = covered == ok
-        a.errorbar(y[m], mu[m], yerr=1.96 * sd[m], fmt="o", ms=4, capsize=2, color=colour, label=name, alpha=0.8)
-    lims = [np.nanmin([y.min(), (mu - 1.96 * sd).min()]), np.nanmax([y.max(), (mu + 1.96 * sd).max()])]
+        a.errorbar(y[m], mu[m], yerr=[mu[m] - plo[m], phi[m] - mu[m]], fmt="o", ms=4, capsize=2, color=colour,
+                   label=name, alpha=0.8)
+    lims = [np.nanmin([y.min(), plo.min()]), np.nanmax([y.max(), phi.max()])]
     a.plot(lims, lims, "k--", lw=0.8, label="perfect prediction")
     a.set_xlabel(f"observed {label(metric)}")
     a.set_ylabel(f"LOO predicted {label(metric)} (95% interval)")
@@ -234,61 +231,60 @@ def loo_calibration(diag: Mapping[str, Any], metric: str, path: str) -> None:
                 f"[{diag['rmse_lo']:.3g}, {diag['rmse_hi']:.3g}], R$^2$ {diag['r2']:.2f} [{diag['r2_lo']:.2f}, "
                 f"{diag['r2_hi']:.2f}], coverage {diag['coverage']:.2f} [{diag['coverage_lo']:.2f}, "
                 f"{diag['coverage_hi']:.2f}]" + ("" if diag["ok"] else "\nPOOR FIT: verdicts flagged"), fontsize=8)
-    z = (y - mu) / np.where(sd > 0, sd, np.nan)
+    half = (phi - plo) / (2 * 1.96)  # on the GP's scale the interval is symmetric: its sd, warped
+    z = (y - mu) / np.where(half > 0, half, np.nan)
     sns.histplot(z, stat="density", ax=b, bins=min(20, max(5, len(z) // 3)), label="universes")
     g = np.linspace(-4, 4, 200)
     b.plot(g, np.exp(-g**2 / 2) / np.sqrt(2 * np.pi), "k", label="standard normal")
-    b.set_xlabel("standardised LOO residual (observed - predicted) / sd")
+    b.set_xlabel("LOO residual / (half-width of its 95% interval / 1.96)")
     b.set_ylabel("density")
     b.legend(fontsize=7)
     b.set_title("Calibration: residuals should look standard normal")
     _save(fig, path)
 
 
-def _band(ax, x, samples, colour, name) -> None:
-    lo, hi = np.quantile(samples, [0.025, 0.975], axis=0)
-    ax.fill_between(x, lo, hi, color=colour, alpha=0.25)
-    ax.plot(x, samples.mean(0), color=colour, label=f"{name} (GP mean, 95% band)")
+def _band(ax, x, band: Mapping[str, Any], colour, name) -> None:
+    ax.fill_between(x, band["lo"], band["hi"], color=colour, alpha=0.25)
+    ax.plot(x, band["mean"], color=colour, label=f"{name} (GP mean, 95% band)")
 
 
 def _groups(claim: Mapping[str, Any]) -> list[tuple[str, list]]:
     return [("/".join(map(str, claim["a"])), list(claim["a"])), ("/".join(map(str, claim["b"])), list(claim["b"]))]
 
 
-def claim_figure(c: Mapping[str, Any], space: SearchSpace, df: pd.DataFrame, sur: Mapping[str, Any],
-                 infl: Mapping[str, Any], base: Sequence[Mapping[str, Any]], path: str) -> None:
-    """The figure behind a claim's verdict: partial dependence with bands (comparison,
-    trend), the universes' scatter (correlation) or expected-best curves."""
-    from multiverse.claims import claim_type
+def claim_figure(c: Mapping[str, Any], space: SearchSpace, df: pd.DataFrame, path: str) -> None:
+    """The figure behind a claim's verdict, the one its type names (``FIGURE``)."""
+    from multiverse.claims import TYPES
 
     sns.set_theme(style="whitegrid", context="paper")
-    kind = claim_type(c["claim"])
-    {"comparison": _comparison_pd, "trend": _trend_pd, "correlation": _correlation_scatter,
-     "expected_best": _expected_best_curves}[kind](c, space, df, sur, base, path)
+    FIGURES[TYPES[c["type"]].FIGURE](c, space, df, path)
+
+
+def where_figure(c: Mapping[str, Any], space: SearchSpace, df: pd.DataFrame, path: str) -> None:
+    """Where a claim holds, the figure its type names (``WHERE_FIGURE``)."""
+    from multiverse.claims import TYPES
+
+    sns.set_theme(style="white", context="paper")
+    FIGURES[TYPES[c["type"]].WHERE_FIGURE](c, space, df, path)
 
 
 def _title(fig, c: Mapping[str, Any], what: str) -> None:
-    fig.suptitle(f"{c['statement']}: {what}\nverdict: {c['summary']}", fontsize=9)
+    fig.suptitle(f"{c['statement']}: {what}\nverdict: {c['summary']}", fontsize=9, wrap=True)
 
 
-def _comparison_pd(c, space, df, sur, base, path, n: int = 15) -> None:
-    from multiverse.claims import joint_samples
-
-    claim, model = c["claim"], sur[c["claim"]["metric"]].model
-    dims = [d for d in space.numeric if d.when is None][:4]
-    fig, axes = plt.subplots(1, max(1, len(dims)), figsize=(4.2 * max(1, len(dims)), 3.6), squeeze=False)
-    sub = list(base[:32])
-    for ax, d in zip(axes[0], dims):
-        grid = dimension_grid(space, d.name, n)
-        for k, (name, levels) in enumerate(_groups(claim)):
-            pts = [{**u, d.name: v, claim["dimension"]: lv} for v in grid for lv in levels for u in sub]
-            f = joint_samples(model, space, pts, 128, 11 + k).reshape(128, len(grid), -1).mean(-1)
-            _band(ax, grid, f, f"C{k}", name)
+def partial_dependence(c, space, df, path) -> None:
+    """Each group's partial dependence along each numeric choice, with the universes."""
+    claim = c["claim"]
+    pd_ = c["figures"]["partial_dependence"]
+    fig, axes = plt.subplots(1, max(1, len(pd_)), figsize=(4.2 * max(1, len(pd_)), 3.6), squeeze=False)
+    for ax, (name, data) in zip(axes[0], pd_.items()):
+        for k, (group, levels) in enumerate(_groups(claim)):
+            _band(ax, data["values"], data["ab"[k]], f"C{k}", group)
             obs = df[df[claim["dimension"]].isin(levels)]
-            ax.scatter(obs[d.name], obs[claim["metric"]], s=14, color=f"C{k}", edgecolor="k", lw=0.3,
-                       label=f"{name} universes")
-        _log_axis(ax, d)
-        ax.set_xlabel(label(d.name))
+            ax.scatter(obs[name], obs[claim["metric"]], s=14, color=f"C{k}", edgecolor="k", lw=0.3,
+                       label=f"{group} universes")
+        _log_axis(ax, space[name])
+        ax.set_xlabel(label(name))
         ax.set_ylabel(label(claim["metric"]))
     axes[0, 0].legend(fontsize=7)
     _title(fig, c, "partial dependence of each group along each choice (averaged over the others)")
@@ -296,7 +292,8 @@ def _comparison_pd(c, space, df, sur, base, path, n: int = 15) -> None:
     _save(fig, path)
 
 
-def _trend_pd(c, space, df, sur, base, path) -> None:
+def trend_curves(c, space, df, path) -> None:
+    """The trend's partial dependence at each of its conditions."""
     claim = c["claim"]
     d = space[claim["dimension"]]
     conds = c["conditions"]
@@ -304,9 +301,7 @@ def _trend_pd(c, space, df, sur, base, path) -> None:
     for ax, cond in zip(axes[0], conds):
         g = cond["gp"]
         if "curve" in g:
-            cur = g["curve"]
-            ax.fill_between(cur["values"], cur["lo"], cur["hi"], color="C0", alpha=0.25)
-            ax.plot(cur["values"], cur["mean"], color="C0", label="GP partial dependence (95% band)")
+            _band(ax, g["curve"]["values"], g["curve"], "C0", "GP partial dependence")
         if cond["label"] == "marginal":
             ax.scatter(df[d.name], df[claim["metric"]], s=12, color="C1", edgecolor="k", lw=0.3, label="universes")
         _log_axis(ax, d)
@@ -320,39 +315,37 @@ def _trend_pd(c, space, df, sur, base, path) -> None:
     _save(fig, path)
 
 
-def _correlation_scatter(c, space, df, sur, base, path) -> None:
+def correlation_scatter(c, space, df, path) -> None:
+    """The observed universes' scatter of the two metrics beside the GP's (medians at the reference set)."""
     claim = c["claim"]
     x, y = claim["x"], claim["y"]
     fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
-    hue = _hue(space)
-    sns.scatterplot(data=df, x=x, y=y, hue=hue, hue_order=_hue_order(space), ax=a, s=30)
+    sns.scatterplot(data=df, x=x, y=y, hue=_hue(space), hue_order=_hue_order(space), ax=a, s=30)
     o = c["observed"]
     a.set_title(f"observed universes: Kendall tau {o['effect']:+.2f} [{o['effect_lo']:+.2f}, {o['effect_hi']:+.2f}]"
                 if np.isfinite(o["effect"]) else "observed universes", fontsize=8)
     a.set_xlabel(label(x))
     a.set_ylabel(label(y))
-    mx, _ = posterior_mean_std(sur[x].model, features(space, base, sur[x].model))
-    my, _ = posterior_mean_std(sur[y].model, features(space, base, sur[y].model))
-    b.scatter(mx, my, s=10, alpha=0.6, color="C2", label="reference universes (GP means)")
+    b.scatter(c["figures"]["x"], c["figures"]["y"], s=10, alpha=0.6, color="C2", label="reference universes (GP medians)")
     g = c["gp"]
     b.set_title(f"GP surrogate: tau {g['effect']:+.2f} [{g['effect_lo']:+.2f}, {g['effect_hi']:+.2f}]", fontsize=8)
-    b.set_xlabel(f"{label(x)} (GP mean)")
-    b.set_ylabel(f"{label(y)} (GP mean)")
+    b.set_xlabel(f"{label(x)} (GP median)")
+    b.set_ylabel(f"{label(y)} (GP median)")
     b.legend(fontsize=7)
     _title(fig, c, "does one metric predict the other across the multiverse?")
     fig.tight_layout()
     _save(fig, path)
 
 
-def _expected_best_curves(c, space, df, sur, base, path) -> None:
+def expected_best_curves(c, space, df, path) -> None:
+    """Each group's expected best against the budget: GP band and observed MeanMax."""
     claim = c["claim"]
     fig, ax = plt.subplots(figsize=(7, 4))
     ks = c["observed"]["budgets"]
     for k, (name, _) in enumerate(_groups(claim)):
         key = "curve_a" if k == 0 else "curve_b"
         g, o = c["gp"][key], c["observed"][key]
-        ax.fill_between(ks, g["lo"], g["hi"], color=f"C{k}", alpha=0.2)
-        ax.plot(ks, g["mean"], color=f"C{k}", label=f"{name}: GP (95% band)")
+        _band(ax, ks, g, f"C{k}", f"{name}: GP")
         _errorbars(ax, np.asarray(ks) + 0.1 * (k - 0.5), o["point"], o["lo"], o["hi"], color=f"C{k}", ms=3,
                    label=f"{name}: observed, MeanMax (95% bootstrap)")
     ax.axvline(claim.get("min_budget", 1), color="k", ls=":", lw=0.8, label="claim's smallest budget")
@@ -364,84 +357,44 @@ def _expected_best_curves(c, space, df, sur, base, path) -> None:
     _save(fig, path)
 
 
-def where_figure(c: Mapping[str, Any], space: SearchSpace, df: pd.DataFrame, sur: Mapping[str, Any],
-                 infl: Mapping[str, Any], base: Sequence[Mapping[str, Any]], path: str) -> None:
-    """Where a claim holds: a map of the posterior probability that it holds locally
-    (comparison, trend), the granulated tau of each choice (correlation), or the
-    expected-best difference against budget."""
-    from multiverse.claims import claim_type
-
-    sns.set_theme(style="white", context="paper")
-    kind = claim_type(c["claim"])
-    if kind == "correlation":
-        return _granulated_bars(c, path)
-    if kind == "expected_best":
-        return _expected_best_difference(c, path)
-    return _holds_map(c, space, df, sur, infl, base, path)
-
-
-def _holds_map(c, space, df, sur, infl, base, path, n: int = 12, n_base: int = 8, n_samples: int = 128) -> None:
-    import torch
-
-    from multiverse import claims as C
-    from multiverse.report import top_numeric
-
-    claim = c["claim"]
-    model = sur[claim["metric"]].model
-    dims = top_numeric(space, infl[claim["metric"]], 2, exclude=[claim["dimension"]])
-    sign = C.claim_sign(C.relation(claim))
-    if not dims:
-        return message_figure(f"No numeric choice besides {claim['dimension']} to map the claim over", path)
-    gx = dimension_grid(space, dims[0], n)
-    gy = dimension_grid(space, dims[1], n) if len(dims) > 1 else [None]
-    cells = [(x, y) for y in gy for x in gx]
-    # a trend over a conditional dimension is mapped where that dimension is active
-    sub = [u for u in base if C.claim_type(claim) == "comparison" or space[claim["dimension"]].is_active(u)][:n_base]
-    if not sub:
-        return message_figure(f"No reference universe where {claim['dimension']} is active", path)
-    pts = []
-    for x, y in cells:
-        cell = [{**u, dims[0]: x, **({dims[1]: y} if y is not None else {})} for u in sub]
-        if C.claim_type(claim) == "comparison":
-            pts += C.comparison_universes(space, claim, cell)
-        else:
-            pts += C.trend_universes(space, claim, cell, C.trend_conditions(space, claim)[0])[0]
-    X = features(space, pts, model).reshape(len(cells), len(pts) // len(cells), -1)
-    torch.manual_seed(5)
-    with torch.no_grad():
-        f = model.posterior(X).rsample(torch.Size([n_samples])).squeeze(-1).numpy()  # S x cells x points
-    if C.claim_type(claim) == "comparison":
-        local = np.stack([C.local_comparison(f[:, i], claim, len(sub)).mean(1) for i in range(len(cells))], 1)
-    else:
-        t = C.positions(space, claim["dimension"], dimension_grid(space, claim["dimension"], C.TREND_GRID))
-        local = C.slope(t, f.reshape(n_samples, len(cells), len(t), -1), axis=2).mean(-1)
-    p = (sign * local > 0).mean(0)
+def holds_map(c, space, df, path) -> None:
+    """A map of the local posterior probability that the claim holds, with contours at the
+    verdict's thresholds (0.05, 0.95) and 0.5."""
+    data = c["figures"]["where"]
+    if "message" in data:
+        return message_figure(data["message"], path)
+    dims, gx, gy = data["dims"], data["x"], data["y"]
+    p = np.asarray(data["p_holds"])
     fig, ax = plt.subplots(figsize=(7, 5))
     if len(dims) == 2:
-        cs = ax.contourf(gx, gy, p.reshape(len(gy), len(gx)), levels=np.linspace(0, 1, 11), cmap="RdBu")
+        z = p.reshape(len(gy), len(gx))
+        cs = ax.contourf(gx, gy, z, levels=np.linspace(0, 1, 11), cmap="RdBu")
         fig.colorbar(cs, ax=ax, label="posterior probability that the claim holds here")
-        ax.contour(gx, gy, p.reshape(len(gy), len(gx)), levels=[0.05, 0.5, 0.95], colors="k", linewidths=0.7)
+        ax.contour(gx, gy, z, levels=[0.05, 0.5, 0.95], colors="k", linewidths=0.7)
         sns.scatterplot(data=df, x=dims[0], y=dims[1], style=_hue(space), style_order=_hue_order(space), color="k",
                         s=30, ax=ax)
         _log_axis(ax, space[dims[1]], "y")
         ax.set_ylabel(label(dims[1]))
     else:
         ax.plot(gx, p, color="C0")
+        ax.axhline(0.95, color="k", ls=":", lw=0.8)
+        ax.axhline(0.05, color="k", ls=":", lw=0.8)
         ax.set_ylim(0, 1)
         ax.set_ylabel("posterior probability that the claim holds here")
     _log_axis(ax, space[dims[0]], "x")
     ax.set_xlabel(label(dims[0]))
     regions = (c["gp"].get("regions") or {}).get("text", "")
-    ax.set_title(f"Where it holds: {c['statement']}\n(other choices averaged; contours at 0.05, 0.5, 0.95)\n{regions}",
-                 fontsize=8, wrap=True)
+    ax.set_title(f"Where it holds: {c['statement']}\n(other choices averaged; holds above 0.95, fails below 0.05)"
+                 f"\n{regions}", fontsize=8, wrap=True)
     _save(fig, path)
 
 
-def _granulated_bars(c, path) -> None:
+def granulated_bars(c, space, df, path) -> None:
+    """Kendall tau along each choice with the others fixed, the granulated mean and the overall tau."""
     sns.set_theme(style="whitegrid", context="paper")
     per = c["gp"].get("granulated_per_dimension", {})
-    names = list(per) + ["granulated (mean)", "overall tau"]
-    vals = list(per.values()) + [c["gp"]["granulated"], c["gp"]]
+    names = list(per) + (["granulated (mean)"] if "granulated" in c["gp"] else []) + ["overall tau"]
+    vals = list(per.values()) + ([c["gp"]["granulated"]] if "granulated" in c["gp"] else []) + [c["gp"]]
     fig, ax = plt.subplots(figsize=(1.1 * len(names) + 3, 3.6))
     _errorbars(ax, np.arange(len(names)), [v["effect"] for v in vals], [v["effect_lo"] for v in vals],
                [v["effect_hi"] for v in vals], color="C0", label="GP surrogate (95% CrI)")
@@ -455,11 +408,12 @@ def _granulated_bars(c, path) -> None:
     ax.set_ylim(-1.05, 1.05)
     ax.legend(fontsize=7)
     ax.set_title(f"{c['statement']}: tau along each choice with the others fixed (Jiang et al. 2020)\n"
-                 f"verdict: {c['summary']}", fontsize=8)
+                 f"verdict: {c['summary']}", fontsize=8, wrap=True)
     _save(fig, path)
 
 
-def _expected_best_difference(c, path) -> None:
+def expected_best_difference(c, space, df, path) -> None:
+    """The expected-best difference a - b against the budget, GP and observed."""
     sns.set_theme(style="whitegrid", context="paper")
     ks = np.asarray(c["observed"]["budgets"])
     fig, ax = plt.subplots(figsize=(7, 3.6))
@@ -474,5 +428,10 @@ def _expected_best_difference(c, path) -> None:
     ax.set_xlabel("budget: universes tried")
     ax.set_ylabel("expected best: a - b")
     ax.legend(fontsize=7)
-    ax.set_title(f"{c['statement']}: where it holds along the budget\nverdict: {c['summary']}", fontsize=8)
+    ax.set_title(f"{c['statement']}: where it holds along the budget\nverdict: {c['summary']}", fontsize=8, wrap=True)
     _save(fig, path)
+
+
+#: The figures a claim type can name (``FIGURE``, ``WHERE_FIGURE`` in its module).
+FIGURES = {f.__name__: f for f in (partial_dependence, trend_curves, correlation_scatter, expected_best_curves,
+                                   holds_map, granulated_bars, expected_best_difference)}

@@ -1,158 +1,46 @@
 """The robust-claim report's numbers: surrogates per metric, claim verdicts, sensitivity
-and surrogate diagnostics.
+and surrogate diagnostics, and the headline a person reads first.
 
-Plotting lives in :mod:`multiverse.plots` and the standalone page in
-:mod:`multiverse.html`; this module only computes.
-
-Surrogates are fitted on one row per universe: the mean over its seeds (replicates in
-later rounds included) with, where any universe has two or more seeds, each mean's
-observed noise as fixed ``train_Yvar`` (:func:`multiverse.design.seed_noise`), so the
-GP's uncertainty has the seeds' in it. With one seed each, the GP learns the noise.
+The surrogates are :mod:`multiverse.surrogate`'s, each claim type's analysis is its own
+module in :mod:`multiverse.claims`, plotting lives in :mod:`multiverse.plots` (which
+draws only) and the standalone page in :mod:`multiverse.html`; this module only
+computes and tabulates.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
-from multiverse import METRIC_RANGE
 from multiverse import claims as C
+from multiverse.claims import common
 from multiverse.config import report_metrics
+from multiverse.gp import influence, loo_diagnostics
 from multiverse.ids import derive_seed
-from multiverse.gp import MIN_FIT, fit_gp, fit_multitask_gp, influence, loo_diagnostics, noise_variance, outcome_scale
 from multiverse.space import SearchSpace
+from multiverse.surrogate import fit_divergence, fit_surrogates, per_universe
 
 
-#: The report's GP kernel (:data:`multiverse.gp.KERNELS`: its intervals are better calibrated).
-REPORT_KERNEL = "matern"
-
-
-@dataclass
-class Surrogate:
-    """A metric's GP and the per-universe data it was fitted on."""
-
-    model: Any
-    universes: list[dict]
-    mean: np.ndarray
-    #: standard deviation of one seed's outcome around its universe's mean
-    noise_sd: float
-    replicated: bool
-
-
-def reference_universes(space: SearchSpace, n: int, seed: int, fix: str | None = None) -> list[dict]:
-    """A Sobol reference set over the space; with ``fix``, that dimension is held at its
-    first level (callers overwrite it), so no point is repeated."""
-    ref = space.enumerated(n, seed, canonical=fix is None)
-    if fix is not None:
-        first = space[fix].choices[0]
-        ref = [u for u in ref if u[fix] == first]
-    return ref
-
-
-def universes_of(df: pd.DataFrame, space: SearchSpace) -> list[dict]:
-    return [space.universe(row) for row in df[space.names].to_dict("records")]
-
-
-def per_universe(df: pd.DataFrame, space: SearchSpace, metric: str) -> tuple[list[dict], np.ndarray]:
-    """Universes (first row of each ``universe`` group) and an ``n x seeds`` array of
-    the metric (NaN-padded; NaN also for a failed seed)."""
-    groups = list(df.groupby("universe", sort=False))
-    width = max(len(g) for _, g in groups)
-    values = np.full((len(groups), width), np.nan)
-    for i, (_, g) in enumerate(groups):
-        values[i, : len(g)] = g[metric].to_numpy(dtype=float)
-    return universes_of(pd.DataFrame([g.iloc[0] for _, g in groups]), space), values
-
-
-def fit_surrogate(df: pd.DataFrame, space: SearchSpace, metric: str, seed: int) -> Surrogate | None:
-    """A metric's GP on per-universe means (None with fewer than MIN_FIT finite ones)."""
-    from multiverse.design import seed_noise
-
-    universes, values = per_universe(df, space, metric)
-    mean, yvar, _, pooled = seed_noise(values)
-    if np.isfinite(mean).sum() < MIN_FIT:
+def divergence_summary(divergence, space: SearchSpace, reference: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    """Where universes diverge, by the divergence model's median probability at each
+    reference point: the share and the region, in the space's own terms."""
+    if divergence is None:
         return None
-    replicated = bool((np.isfinite(values).sum(1) >= 2).any())
-    model = fit_gp(space, universes, mean, seed, yvar=yvar if replicated else None, kernel=REPORT_KERNEL)
-    if replicated:
-        noise_sd = float(np.sqrt(pooled))
-    else:
-        noise_sd = float(noise_variance(model).mean().sqrt()) * outcome_scale(model)
-    return Surrogate(model, universes, mean, noise_sd, replicated)
-
-
-def fit_surrogates(df: pd.DataFrame, space: SearchSpace, metrics: Sequence[str], seed: int) -> dict[str, Surrogate | None]:
-    return {m: fit_surrogate(df, space, m, derive_seed(seed, i)) for i, m in enumerate(metrics)}
-
-
-def no_surrogate(n_finite: int) -> dict[str, Any]:
-    """The GP verdict when too few universes finished to fit a surrogate."""
-    nan = float("nan")
-    return {**C.too_few(n_finite=n_finite), "fraction_holds": nan, "fraction_holds_lo": nan, "fraction_holds_hi": nan}
-
-
-def claim_metrics(claim: Mapping[str, Any]) -> list[str]:
-    return [claim["x"], claim["y"]] if C.claim_type(claim) == "correlation" else [claim["metric"]]
-
-
-def analyse_claim(
-    claim: Mapping[str, Any], i: int, df: pd.DataFrame, space: SearchSpace, sur: Mapping[str, Surrogate | None],
-    rep: Mapping[str, Any], seed: int,
-) -> dict[str, Any]:
-    """One claim's GP verdict, observed verdict and their judgement (trends: per condition)."""
-    kind = C.claim_type(claim)
-    n_ref, n_s, n_boot = rep["reference"], rep["samples"], rep["bootstrap"]
-    s_gp, s_obs = derive_seed(seed, 100 + i), derive_seed(seed, 200 + i)
-    metrics = claim_metrics(claim)
-    models = [sur[m] for m in metrics]
-    fitted = all(s is not None for s in models)
-    from multiverse.design import seed_noise
-
-    universes = per_universe(df, space, metrics[0])[0]
-    means = {m: seed_noise(per_universe(df, space, m)[1])[0] for m in metrics}
-    y = means[metrics[0]]
-    n_finite = int(np.isfinite(y).sum())
-    out: dict[str, Any] = {"type": kind}
-    if kind == "comparison":
-        base = reference_universes(space, n_ref, derive_seed(seed, 1), fix=claim["dimension"])
-        gp = C.gp_verdict(models[0].model, space, claim, base, n_s, s_gp) if fitted else no_surrogate(n_finite)
-        obs = C.observed_verdict(y, [u[claim["dimension"]] for u in universes], claim, n_boot, s_obs)
-    elif kind == "trend":
-        base = space.enumerated(max(4, n_ref // max(1, len(space.level_combinations()))), derive_seed(seed, 1),
-                                canonical=False)
-        conds = []
-        for j, cond in enumerate(C.trend_conditions(space, claim)):
-            g = (C.trend_gp(models[0].model, space, claim, base, n_s, derive_seed(s_gp, j), cond) if fitted
-                 else no_surrogate(n_finite))
-            o = C.trend_observed(space, universes, y, claim, n_boot, derive_seed(s_obs, j), cond)
-            conds.append({"label": cond["label"], "gp": g, "observed": o, **C.judge(g, o)})
-        gp, obs = conds[0]["gp"], conds[0]["observed"]
-        out["conditions"] = conds
-    elif kind == "correlation":
-        base = space.sobol(n_ref, derive_seed(seed, 1))
-        Y = np.c_[means[claim["x"]], means[claim["y"]]]
-        joint = np.isfinite(Y).all(1).sum() >= MIN_FIT
-        gp = (C.correlation_gp(fit_multitask_gp(space, universes, Y, s_gp), space, claim, base, n_s, s_gp) if joint
-              else no_surrogate(n_finite))
-        obs = C.correlation_observed(space, universes, means[claim["x"]], means[claim["y"]], claim, n_boot, s_obs)
-    else:  # expected_best
-        base = reference_universes(space, n_ref, derive_seed(seed, 1), fix=claim["dimension"])
-        obs = C.expected_best_observed(y, [u[claim["dimension"]] for u in universes], claim, n_boot, s_obs)
-        gp = (C.expected_best_gp(models[0].model, space, claim, base, n_s, s_gp, models[0].noise_sd, obs["budgets"],
-                                 METRIC_RANGE.get(claim["metric"])) if fitted else no_surrogate(n_finite))
-    out.update({"gp": gp, "observed": obs, **C.judge(gp, obs)})
-    return out
+    p = divergence.median(reference)
+    labels = np.where(p >= 0.5, "diverges", "converges")
+    regions = common.describe_regions(space, reference, labels, exclude=set())
+    return {"share": float((p >= 0.5).mean()), "regions": regions, "p": p.tolist()}
 
 
 def analyse(df: pd.DataFrame, config: Mapping[str, Any]) -> dict[str, Any]:
     """Verdicts for every claim, and per metric its Sobol indices and LOO diagnostics.
 
-    Returns ``{"claims", "sensitivity", "diagnostics", "influence", "surrogates", "space"}``.
-    A claim whose surrogate fits poorly (:data:`multiverse.gp.MIN_LOO_R2`,
-    :data:`multiverse.gp.MIN_COVERAGE`) says so in its summary.
+    Returns ``{"claims", "sensitivity", "diagnostics", "influence", "surrogates",
+    "divergence", "space"}``. A claim whose surrogate fits poorly
+    (:data:`multiverse.gp.MIN_LOO_R2`, :data:`multiverse.gp.MIN_COVERAGE`) says so in
+    its summary.
     """
     from multiverse.sensitivity import sobol_indices
 
@@ -161,43 +49,32 @@ def analyse(df: pd.DataFrame, config: Mapping[str, Any]) -> dict[str, Any]:
     seed = derive_seed(config["seed"], 7)
     metrics = report_metrics(config)
     sur = fit_surrogates(df, space, metrics, seed)
-    base_all = reference_universes(space, rep["reference"], derive_seed(seed, 1))
+    divergence = fit_divergence(df, space, derive_seed(seed, 400))
+    ctx = common.Context(space=space, df=df, surrogates=sur, divergence=divergence, samples=rep["samples"],
+                         reference=rep["reference"], bootstrap=rep["bootstrap"], seed=seed,
+                         universes=per_universe(df, space, metrics[0])[0])
+    base_all = ctx.reference_set()
     infl = {m: influence(s.model, space, base_all) if s else None for m, s in sur.items()}
-    diag = {m: loo_diagnostics(s.model) if s else None for m, s in sur.items()}
-    sens = {m: sobol_indices(s.model, space, rep.get("sobol_points", 256), min(64, rep["samples"]),
+    diag = {m: loo_diagnostics(s.model, s.warp) if s else None for m, s in sur.items()}
+    sens = {m: sobol_indices(s.sample, space, rep["sobol_points"], min(64, rep["samples"]),
                              derive_seed(seed, 300 + k)) if s else None for k, (m, s) in enumerate(sur.items())}
     results = []
     for i, claim in enumerate(config.get("claims", [])):
-        res = analyse_claim(claim, i, df, space, sur, rep, seed)
-        poor = [m for m in claim_metrics(claim) if diag[m] is not None and not diag[m]["ok"]]
+        kind = C.kind(claim)
+        ms = kind.metrics(claim)
+        res = kind.analyse(claim, ctx, i, infl[ms[0]])
+        checks = res.get("diagnostics") or {m: diag[m] for m in ms}
+        poor = [m for m, d in checks.items() if d is not None and not d["ok"]]
         res["surrogate_ok"] = not poor
         if poor:
             res["summary"] += "; surrogate fits poorly for " + ", ".join(
-                f"{m} (LOO R^2 {diag[m]['r2']:.2f}, 95% coverage {diag[m]['coverage']:.2f})" for m in poor)
-        results.append({"name": claim["name"], "statement": claim.get("statement") or default_statement(claim),
+                f"{m} (LOO R^2 {checks[m]['r2']:.2f}, 95% coverage {checks[m]['coverage']:.2f})" for m in poor)
+        if res.get("read_where"):
+            res["summary"] += "; " + res["read_where"]
+        results.append({"name": claim["name"], "type": kind.NAME, "statement": claim.get("statement") or kind.statement(claim),
                         "claim": dict(claim), **res})
     return {"claims": results, "sensitivity": sens, "diagnostics": diag, "influence": infl, "surrogates": sur,
-            "space": space}
-
-
-def default_statement(claim: Mapping[str, Any]) -> str:
-    kind = C.claim_type(claim)
-    if kind == "trend":
-        return f"{claim['metric']} is {claim['direction']} in {claim['dimension']}"
-    if kind == "correlation":
-        return f"{claim['x']} and {claim['y']} are {claim['relation']}ly correlated across universes"
-    a, b = "/".join(map(str, claim["a"])), "/".join(map(str, claim["b"]))
-    if kind == "expected_best":
-        return f"expected best {claim['metric']} of {a} {claim['relation']} {b} at every budget >= {claim.get('min_budget', 1)}"
-    return f"{claim['metric']} of {claim['dimension']} {a} {claim['relation']} {b}"
-
-
-STATISTIC = {
-    "comparison": "difference of means, a - b",
-    "trend": "slope: change across the dimension's range",
-    "correlation": "Kendall tau",
-    "expected_best": "expected-best difference a - b at the least favourable budget",
-}
+            "divergence": divergence_summary(divergence, space, base_all), "space": space}
 
 
 def fmt(x: Mapping[str, Any]) -> str:
@@ -206,39 +83,90 @@ def fmt(x: Mapping[str, Any]) -> str:
     return f"{x['effect']:+.3f} [{x['effect_lo']:+.3f}, {x['effect_hi']:+.3f}]"
 
 
+def _p(x: Mapping[str, Any], key: str = "p_holds") -> float:
+    v = x.get(key, np.nan)
+    return round(v, 3) if v is not None and np.isfinite(v) else np.nan
+
+
 def claims_table(claims: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     """The summary table: one row per claim (and per condition of a trend), every
     estimate with its 95% interval."""
 
-    def row(c: Mapping[str, Any], label: str, g: Mapping[str, Any], o: Mapping[str, Any], summary: str) -> dict:
+    def row(c: Mapping[str, Any], r: Mapping[str, Any]) -> dict:
+        g, o = r["gp"], r["observed"]
         share = (f"{g['fraction_holds']:.2f} [{g['fraction_holds_lo']:.2f}, {g['fraction_holds_hi']:.2f}]"
                  if np.isfinite(g.get("fraction_holds", np.nan)) else "n/a")
-        gp_est = fmt(g)
-        obs_est = fmt(o)
+        gp_est, obs_est = fmt(g), fmt(o)
         if c["type"] == "correlation" and "granulated" in g:
             gp_est += f"; granulated {fmt(g['granulated'])}"
         if c["type"] == "correlation" and np.isfinite(o.get("granulated_matched", np.nan)):
             obs_est += (f"; granulated ({o['granulated_matched_groups']} matched groups) {o['granulated_matched']:+.3f} "
                         f"[{o['granulated_matched_lo']:+.3f}, {o['granulated_matched_hi']:+.3f}]")
+        family = c.get("family") or {}
         return {
-            "claim": c["statement"] + ("" if label == "marginal" else f" ({label})"),
+            "claim": c["statement"] + ("" if r["label"] == "marginal" else f" ({r['label']})"),
             "type": c["type"],
-            "statistic": STATISTIC[c["type"]],
-            "verdict": summary,
-            "GP P(holds)": round(g["p_holds"], 3) if np.isfinite(g["p_holds"]) else np.nan,
+            "statistic": C.TYPES[c["type"]].STATISTIC,
+            "margin": c["claim"].get("margin") or np.nan,
+            "verdict": r["summary"],
+            "GP P(holds)": _p(g),
+            "GP P(equivalent)": _p(g, "p_equivalent"),
+            "GP P(holds at every condition)": (round(family["p_all"], 3) if r["label"] == "marginal"
+                                               and family.get("conditions", 0) > 1 else np.nan),
             "GP estimate [95% CrI]": gp_est,
             "GP share of multiverse where it holds [95% CrI]": share,
-            "observed P(holds), bootstrap": round(o["p_holds"], 3) if np.isfinite(o["p_holds"]) else np.nan,
+            "observed P(holds), bootstrap": _p(o),
             "observed estimate [95% CI]": obs_est,
-            "where it flips": (g.get("regions") or {}).get("text", ""),
+            "where it holds, fails or is uncertain (GP)": (g.get("regions") or {}).get("text", ""),
         }
 
-    rows = []
-    for c in claims:
-        rows.append(row(c, "marginal", c["gp"], c["observed"], c["summary"]))
-        for cond in c.get("conditions", [])[1:]:
-            rows.append(row(c, cond["label"], cond["gp"], cond["observed"], cond["summary"]))
-    return pd.DataFrame(rows)
+    return pd.DataFrame([row(c, r) for c in claims for r in C.TYPES[c["type"]].rows(c)])
+
+
+#: The headline's badges.
+BADGES = ("holds", "fails", "equivalent", "depends on the choices", "uncertain", "too few universes")
+
+
+def headline(c: Mapping[str, Any]) -> dict[str, str]:
+    """One claim's badge and plain sentence for the top of the report.
+
+    The badge is the GP's verdict, or *depends on the choices* when the multiverse has
+    both a region where the claim holds and one where it fails, each of at least 10% of
+    it (by local verdicts); without a surrogate, the observed universes' verdict.
+    """
+    g, o = c["gp"], c["observed"]
+    source = g if g["verdict"] != common.TOO_FEW else o
+    regions = g.get("regions") or {}
+    shares = regions.get("shares", {})
+    badge = source["verdict"]
+    if shares.get("holds", 0) >= 0.1 and shares.get("fails", 0) >= 0.1:
+        badge = "depends on the choices"
+    who = "the GP surrogate" if source is g else "the observed universes"
+    if not np.isfinite(source.get("effect", np.nan)):
+        text = f"{c['statement']}: too few universes to say."
+        return {"badge": badge, "text": text}
+    text = f"{c['statement']}: {badge} by {who} ({C.TYPES[c['type']].STATISTIC} {fmt(source)}, P(holds) {source['p_holds']:.2f}"
+    if "p_equivalent" in source:
+        text += f", P(equivalent within {c['claim']['margin']:g}) {source['p_equivalent']:.2f}"
+    text += ")"
+    if np.isfinite(g.get("fraction_holds", np.nan)):
+        text += (f"; holds on {g['fraction_holds']:.0%} of the multiverse "
+                 f"[{g['fraction_holds_lo']:.0%}, {g['fraction_holds_hi']:.0%}]")
+    fails = [leaf for leaf in regions.get("leaves", []) if leaf["label"] == "fails"]
+    if fails:
+        text += "; fails for " + "; or ".join(leaf["rule"] for leaf in fails)
+    family = c.get("family") or {}
+    if family.get("conditions", 0) > 1:
+        text += f"; P(holds at every one of its {family['conditions']} conditions) {family['p_all']:.2f}"
+    if c.get("agree") is False:
+        text += "; the observed universes disagree"
+    elif c.get("agree") is None and o["verdict"] != common.TOO_FEW and source is g:
+        text += f"; the observed universes cannot tell ({o['verdict']})"
+    if not c.get("surrogate_ok", True):
+        text += "; the surrogate fits poorly"
+    if c.get("read_where"):
+        text += "; " + c["read_where"]
+    return {"badge": badge, "text": text + "."}
 
 
 def sensitivity_table(sens: Mapping[str, Mapping[str, Mapping[str, float]] | None]) -> pd.DataFrame:
@@ -267,16 +195,10 @@ def diagnostics_table(diag: Mapping[str, Mapping[str, Any] | None]) -> pd.DataFr
     return pd.DataFrame(rows)
 
 
-def top_numeric(space: SearchSpace, infl: Mapping[str, float], k: int = 2, exclude: Sequence[str] = ()) -> list[str]:
-    """The ``k`` most influential numeric, unconditional dimensions (for 2-D maps)."""
-    numeric = [d.name for d in space.numeric if d.name not in exclude and d.when is None]
-    return sorted(numeric, key=lambda n: -infl[n])[:k]
-
-
 def to_jsonable(x: Any) -> Any:
     """Replace non-finite floats by None so ``claims.json`` is strict JSON."""
     if isinstance(x, dict):
-        return {k: to_jsonable(v) for k, v in x.items() if not callable(v)}
+        return {k: to_jsonable(v) for k, v in x.items() if not callable(v) and not str(k).startswith("_")}
     if isinstance(x, (list, tuple)):
         return [to_jsonable(v) for v in x]
     if isinstance(x, (float, np.floating)):
@@ -294,52 +216,88 @@ def build_report(table_path: str, config: Mapping[str, Any], out: Mapping[str, A
     """Compute the verdicts, draw every figure and write the tables and the standalone page.
 
     ``out`` holds the output paths: ``claims_json``, ``claims_csv``, ``claims_figure``,
-    ``outcomes``, ``html``, and lists in metric order (``maps``, ``curves``, ``sobol``,
-    ``loo``) and in claim order (``claim_figures``, ``where_figures``).
+    ``outcomes``, ``html``, and per metric (``maps``, ``curves``, ``sobol``, ``loo``:
+    ``{metric: path}``) and per claim (``claim_figures``, ``where_figures``:
+    ``{claim name: path}``).
     """
     from multiverse import html, plots
+    from multiverse.gp import MIN_FIT
     from multiverse.runtime import atomic_write, write_json
 
     df = pd.read_parquet(table_path)
     result = analyse(df, config)
     space, sur = result["space"], result["surrogates"]
     metrics = report_metrics(config)
+    for c in result["claims"]:
+        c["headline"] = headline(c)
     write_json(out["claims_json"], to_jsonable({
         "claims": result["claims"],
         "sensitivity": result["sensitivity"],
-        "diagnostics": {m: ({k: v for k, v in d.items()} if d else None) for m, d in result["diagnostics"].items()},
+        "diagnostics": result["diagnostics"],
         "influence": result["influence"],
+        "divergence": result["divergence"],
         "n_universes": int(df["universe"].nunique()),
         "n_runs": int(len(df)),
         "status_counts": df["status"].value_counts().to_dict(),
-        "thresholds": {"holds": "P(holds) >= 0.95", "fails": "P(holds) <= 0.05"},
+        "thresholds": {"holds": "P(holds) >= 0.95", "fails": "P(holds) <= 0.05",
+                       "equivalent": "P(|effect| < margin) >= 0.95"},
     }))
     tables = {"claims": claims_table(result["claims"]), "sensitivity": sensitivity_table(result["sensitivity"]),
               "diagnostics": diagnostics_table(result["diagnostics"])}
     atomic_write(out["claims_csv"], lambda tmp: tables["claims"].to_csv(tmp, index=False))
     plots.claims_forest(result["claims"], out["claims_figure"])
     plots.outcomes_vs_dimensions(df, space, metrics, out["outcomes"])
-    base = reference_universes(space, max(4, config["report"]["reference"] // 8), derive_seed(config["seed"], 8))
+    base = space.enumerated(max(4, config["report"]["reference"] // 8), derive_seed(config["seed"], 8))
     status = df["status"].value_counts().to_dict()
-    for m, map_png, curve_png, sobol_png, loo_png in zip(metrics, out["maps"], out["curves"], out["sobol"], out["loo"]):
+    for m in metrics:
+        paths = [out[kind][m] for kind in ("maps", "curves", "sobol", "loo")]
         if sur[m] is None:
             msg = f"No surrogate for {m}: fewer than {MIN_FIT} universes have a finite value\n(statuses: {status})"
-            for p in (map_png, curve_png, sobol_png, loo_png):
+            for p in paths:
                 plots.message_figure(msg, p)
             continue
-        dims = top_numeric(space, result["influence"][m])
-        plots.posterior_map(sur[m].model, space, df, m, dims, base, map_png)
-        plots.specification_curve(sur[m].model, space, df, m, curve_png)
-        plots.sobol_bars(result["sensitivity"][m], m, sobol_png)
-        plots.loo_calibration(result["diagnostics"][m], m, loo_png)
-    for c, main_png, where_png in zip(result["claims"], out["claim_figures"], out["where_figures"]):
-        ms = claim_metrics(c["claim"])
-        if any(sur[m] is None for m in ms) or c["gp"]["verdict"] == C.TOO_FEW:
+        dims = common.map_dimensions(space, result["influence"][m], exclude=())
+        plots.posterior_map(posterior_map_data(sur[m], space, dims, base), space, df, m, out["maps"][m])
+        plots.specification_curve(specification_data(sur[m], space, df, m), space, m, out["curves"][m])
+        plots.sobol_bars(result["sensitivity"][m], m, out["sobol"][m])
+        plots.loo_calibration(result["diagnostics"][m], m, out["loo"][m])
+    for c in result["claims"]:
+        main_png, where_png = out["claim_figures"][c["name"]], out["where_figures"][c["name"]]
+        if c["gp"]["verdict"] == C.common.TOO_FEW:
             msg = f"No surrogate verdict for claim '{c['name']}': too few finished universes\n(statuses: {status})"
             plots.message_figure(msg, main_png)
             plots.message_figure(msg, where_png)
             continue
-        plots.claim_figure(c, space, df, sur, result["influence"], base, main_png)
-        plots.where_figure(c, space, df, sur, result["influence"], base, where_png)
+        plots.claim_figure(c, space, df, main_png)
+        plots.where_figure(c, space, df, where_png)
     html.write_report(out["html"], config, df, result, tables, out)
     return result
+
+
+def posterior_map_data(sur, space: SearchSpace, dims: Sequence[str], base: Sequence[Mapping[str, Any]],
+                       n: int = 25) -> dict[str, Any]:
+    """The posterior median and 95% band width of a metric over two dimensions, averaged
+    over ``base`` for the others."""
+    from multiverse.gp import dimension_grid
+
+    gx, gy = dimension_grid(space, dims[0], n), dimension_grid(space, dims[1], n)
+    grid = [{**u, dims[0]: x, dims[1]: y} for y in gy for x in gx for u in base]
+    shape = (len(gy), len(gx), len(base))
+    median = sur.median(grid).reshape(shape).mean(-1)
+    lo, hi = sur.quantiles(grid)
+    return {"dims": list(dims), "x": gx, "y": gy, "median": median, "width": (hi - lo).reshape(shape).mean(-1)}
+
+
+def specification_data(sur, space: SearchSpace, df: pd.DataFrame, metric: str) -> dict[str, Any]:
+    """Universes ranked by the metric, with the GP's 95% predictive interval at each
+    (one seed's noise added on the GP's scale)."""
+    from scipy.stats import norm
+
+    from multiverse.gp import features, posterior_mean_std
+    from multiverse.surrogate import universes_of
+
+    d = df[np.isfinite(df[metric].to_numpy(dtype=float))].sort_values(metric).reset_index(drop=True)
+    m, s = posterior_mean_std(sur.model, features(space, universes_of(d, space), sur.model))
+    sd = np.sqrt(s**2 + sur.latent_noise_sd**2)
+    z = norm.ppf(0.975)
+    return {"table": d, "lo": sur.warp.inverse(m - z * sd), "hi": sur.warp.inverse(m + z * sd)}

@@ -1,0 +1,284 @@
+"""What every claim type shares: the context a claim is analysed in, where a claim holds
+(regions labelled by the verdict's own thresholds), and the judgement of the GP's answer
+beside the observed universes'.
+
+Imported when the Snakefile is parsed (through the claim types' config checks), so
+numpy and the rest load only when a function that needs them runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from multiverse.lazy import np
+
+TOO_FEW = "too few universes"
+#: Points of a numeric dimension's grid for trends, granulated tau and maps.
+TREND_GRID = 9
+
+
+def relation(claim: Mapping[str, Any]) -> str:
+    return claim.get("relation") or claim.get("direction") or ">="
+
+
+def margin(claim: Mapping[str, Any]) -> float:
+    """The claim's region of practical equivalence, in its statistic's units (0: none)."""
+    return float(claim.get("margin") or 0.0)
+
+
+def levels_text(levels: Sequence[Any]) -> str:
+    return "/".join(map(str, levels))
+
+
+def no_surrogate(n_finite: int) -> dict[str, Any]:
+    """The GP's answer when too few universes finished to fit a surrogate."""
+    from multiverse import stats
+
+    nan = float("nan")
+    return {**stats.too_few(n_finite=n_finite), "fraction_holds": nan, "fraction_holds_lo": nan, "fraction_holds_hi": nan}
+
+
+# --- the context a claim is analysed in ---------------------------------------------
+def reference_universes(space, n: int, seed: int, fix: str | None = None) -> list[dict]:
+    """A Sobol reference set of ``n`` points per level combination; with ``fix``, that
+    dimension is held at its first level (callers overwrite it), so no point is repeated."""
+    ref = space.enumerated(n, seed, canonical=fix is None)
+    if fix is not None:
+        first = space[fix].choices[0]
+        ref = [u for u in ref if u[fix] == first]
+    return ref
+
+
+@dataclass
+class Context:
+    """The study's observed universes, its surrogates and the report's settings.
+
+    ``seed`` is the report's seed; every sample a claim draws derives from it.
+    """
+
+    space: Any
+    df: Any
+    surrogates: Mapping[str, Any]
+    divergence: Any
+    samples: int
+    reference: int
+    bootstrap: int
+    seed: int
+    universes: list = field(default_factory=list)
+
+    def values(self, metric: str):
+        """Each observed universe's mean over its seeds (NaN where not usable)."""
+        from multiverse.surrogate import universe_means
+
+        return universe_means(self.df, self.space, metric)
+
+    def reference_set(self, fix: str | None = None, per_level: bool = False) -> list[dict]:
+        """The Sobol reference set of the integrals: ``reference`` points per level
+        combination (``fix``: that dimension held at its first level, callers overwrite
+        it), or per level-combination-share (``per_level``) for trends."""
+        from multiverse.ids import derive_seed
+
+        space, n, seed = self.space, self.reference, derive_seed(self.seed, 1)
+        if per_level:
+            return space.enumerated(max(4, n // max(1, len(space.level_combinations()))), seed, canonical=False)
+        return reference_universes(space, n, seed, fix)
+
+    def converging(self, metrics: Sequence[str], universes: Sequence[Mapping[str, Any]],
+                   variants: Sequence[Mapping[str, Any]] = ({},)) -> tuple[list[dict], float]:
+        """The reference universes where a claim on ``metrics`` is read: for a metric of
+        :data:`multiverse.CONVERGED_ONLY`, only those the divergence model expects to
+        converge under every one of ``variants`` (e.g. each compared level). Returns
+        them and their share of ``universes``."""
+        from multiverse import CONVERGED_ONLY
+        from multiverse.surrogate import converging
+
+        universes = list(universes)
+        if self.divergence is None or not any(m in CONVERGED_ONLY for m in metrics) or not universes:
+            return universes, 1.0
+        ok = np.ones(len(universes), dtype=bool)
+        for v in variants:
+            ok &= converging(self.divergence, [{**u, **v} for u in universes])
+        kept = [u for u, k in zip(universes, ok) if k]
+        return kept, float(ok.mean())
+
+
+def where_read(share: float) -> str:
+    """The note a claim on converged-only metrics carries."""
+    if share >= 1.0:
+        return ""
+    return f"read where universes converge ({share:.0%} of the multiverse; P(diverge) < 0.5)"
+
+
+# --- local verdicts and where a claim holds ----------------------------------------
+def local_summary(local, claim: Mapping[str, Any]) -> dict[str, Any]:
+    """Local P(holds) (and P(equivalent)) at each point from ``samples x points`` local
+    effects, and each point's verdict label by the claim's thresholds."""
+    from multiverse import stats
+
+    rel, m = relation(claim), margin(claim)
+    p = stats.holds_mask(local, rel, m).mean(0)
+    pe = stats.equivalent_mask(local, m).mean(0) if m > 0 else None
+    return {"p_holds": p, "p_equivalent": pe, "labels": stats.local_verdicts(p, pe)}
+
+
+def with_fraction(summary: dict[str, Any], local, claim: Mapping[str, Any]) -> dict[str, Any]:
+    """Add the share of the multiverse where the claim holds (one share per sample)."""
+    from multiverse import stats
+
+    frac = stats.holds_mask(local, relation(claim), margin(claim)).mean(1)
+    flo, fhi = stats.interval(frac)
+    return {**summary, "fraction_holds": float(frac.mean()), "fraction_holds_lo": flo, "fraction_holds_hi": fhi}
+
+
+def region_features(space, universes: Sequence[Mapping[str, Any]], exclude: set[str]):
+    """Columns a decision tree splits on, in the space's own terms: numeric dimensions
+    (log10 where log-scaled) and one 0/1 column per categorical level. Conditional
+    dimensions are left out (their value is meaningless where inactive)."""
+    cols, meta = [], []
+    for d in space.dimensions:
+        if d.name in exclude or d.when is not None:
+            continue
+        if d.is_categorical:
+            for lv in d.choices:
+                cols.append([float(u[d.name] == lv) for u in universes])
+                meta.append((d, lv))
+        else:
+            v = np.asarray([u[d.name] for u in universes], dtype=float)
+            cols.append(np.log10(v) if d.log else v)
+            meta.append((d, None))
+    return np.array(cols, dtype=float).T.reshape(len(universes), len(meta)), meta
+
+
+def _condition(meta, threshold: float, left: bool) -> str:
+    d, level = meta
+    if level is not None:
+        return f"{d.name} {'is not' if left else 'is'} {level}"
+    t = 10**threshold if d.log else threshold
+    if d.kind == "int":
+        return f"{d.name} <= {int(np.floor(t))}" if left else f"{d.name} >= {int(np.floor(t)) + 1}"
+    return f"{d.name} {'<' if left else '>='} {t:.2g}"
+
+
+#: The order verdict labels are listed in.
+LABEL_ORDER = ("holds", "equivalent", "fails", "uncertain")
+
+
+def describe_regions(space, universes: Sequence[Mapping[str, Any]], labels, exclude: set[str],
+                     depth: int = 2) -> dict[str, Any]:
+    """Where a claim holds, fails or is uncertain, as rules on the space's dimensions.
+
+    ``labels`` is each reference universe's local verdict (:func:`local_summary`: holds
+    at local P(holds) >= 0.95, fails at <= 0.05, equivalent with a margin, else
+    uncertain). The share of the multiverse under each label is counted directly; a
+    shallow decision tree (scikit-learn) with leaves of at least 10% of the reference
+    set then describes where each label lies. Returns the shares, the leaves (rule,
+    label, share, and purity: the share of the leaf's points that carry its label)
+    and the tree's accuracy.
+    """
+    from sklearn.tree import DecisionTreeClassifier
+
+    labels = np.asarray(labels, dtype=object)
+    order = [lb for lb in LABEL_ORDER if np.any(labels == lb)] + sorted(set(labels) - set(LABEL_ORDER))
+    shares = {lb: float(np.mean(labels == lb)) for lb in order}
+    share_text = ", ".join(f"{lb} on {s:.0%}" for lb, s in shares.items())
+    base = {"shares": shares, "share_holds": shares.get("holds", 0.0)}
+    if len(shares) == 1:
+        (only,) = shares
+        return {**base, "text": f"{only} everywhere in the multiverse", "leaves": [], "accuracy": 1.0}
+    X, meta = region_features(space, universes, exclude)
+    if X.shape[1] == 0:
+        return {**base, "text": share_text + " of the multiverse", "leaves": [], "accuracy": max(shares.values())}
+    tree = DecisionTreeClassifier(max_depth=depth, min_samples_leaf=max(1, len(labels) // 10), random_state=0)
+    tree.fit(X, labels)
+    t = tree.tree_
+    leaf_of = tree.apply(X)
+    leaves = []
+
+    def label(node: int) -> str | None:
+        """A node's class if every leaf under it has the same one, else None."""
+        if t.children_left[node] == -1:
+            return str(tree.classes_[int(np.argmax(t.value[node][0]))])
+        a, b = label(t.children_left[node]), label(t.children_right[node])
+        return a if a is not None and a == b else None
+
+    def under(node: int) -> set[int]:
+        if t.children_left[node] == -1:
+            return {node}
+        return under(t.children_left[node]) | under(t.children_right[node])
+
+    def walk(node: int, rules: list[str]) -> None:
+        lb = label(node)
+        if lb is not None:  # a leaf, or siblings that agree: one rule
+            inside = np.isin(leaf_of, list(under(node)))
+            leaves.append({"rule": " and ".join(rules) or "everywhere", "label": lb, "holds": lb == "holds",
+                           "share": float(inside.mean()), "purity": float(np.mean(labels[inside] == lb))})
+            return
+        m, thr = meta[t.feature[node]], float(t.threshold[node])
+        walk(t.children_left[node], rules + [_condition(m, thr, True)])
+        walk(t.children_right[node], rules + [_condition(m, thr, False)])
+
+    walk(0, [])
+    acc = float(tree.score(X, labels))
+    parts = []
+    for lb in order:
+        mine = [leaf for leaf in leaves if leaf["label"] == lb]
+        if mine and len(leaves) > 1:
+            parts.append(f"{lb} for " + "; or ".join(f"{leaf['rule']} ({leaf['share']:.0%})" for leaf in mine))
+    text = share_text + " of the multiverse"
+    if parts:
+        text += ": " + "; ".join(parts) + f" [rules describe {acc:.0%} of it]"
+    return {**base, "text": text, "leaves": leaves, "accuracy": acc}
+
+
+def map_dimensions(space, influence: Mapping[str, float] | None, exclude: Sequence[str], k: int = 2) -> list[str]:
+    """The ``k`` most influential numeric, unconditional dimensions (for 2-D maps)."""
+    numeric = [d.name for d in space.numeric if d.name not in exclude and d.when is None]
+    return sorted(numeric, key=lambda n: -(influence or {}).get(n, 0.0))[:k]
+
+
+def map_cells(space, dims: Sequence[str], n: int = 12) -> tuple[list, list, list[dict]]:
+    """A grid over one or two dimensions: its axes and one ``{dim: value}`` per cell."""
+    from multiverse.gp import dimension_grid
+
+    gx = dimension_grid(space, dims[0], n)
+    gy = dimension_grid(space, dims[1], n) if len(dims) > 1 else [None]
+    cells = [{dims[0]: x, **({dims[1]: y} if y is not None else {})} for y in gy for x in gx]
+    return gx, gy if len(dims) > 1 else [], cells
+
+
+# --- the two answers side by side ---------------------------------------------------
+#: Verdict pairs that contradict each other: for a strict relation (superiority),
+#: "equivalent" contradicts "holds"; for an inclusive one (non-inferiority), "fails".
+def _opposite(a: str, b: str, rel: str) -> bool:
+    from multiverse.stats import INCLUSIVE
+
+    pair = {a, b}
+    if pair == {"holds", "fails"}:
+        return True
+    return pair == ({"equivalent", "fails"} if rel in INCLUSIVE else {"equivalent", "holds"})
+
+
+def judge(gp: Mapping[str, Any], observed: Mapping[str, Any], rel: str = ">") -> dict[str, Any]:
+    """Put the two answers side by side.
+
+    They *disagree* only when credibly opposite: one holds and the other fails (or
+    one says equivalent where the other's verdict excludes it), or their intervals
+    exclude each other. A different label that is not opposite (one confident, the
+    other uncertain) is a difference in power: the summary says that the other side
+    cannot tell. ``agree`` is True, False (disagree), or None (cannot tell, or too few
+    universes to cross-check).
+    """
+    g, o = gp["verdict"], observed["verdict"]
+    if g == TOO_FEW:
+        return {"agree": None, "summary": f"no surrogate (too few universes); observed universes say {o}"}
+    if o == TOO_FEW:
+        return {"agree": None, "summary": f"GP says {g}; too few observed universes to cross-check"}
+    if g == o:
+        return {"agree": True, "summary": f"{g} (GP and observed universes agree)"}
+    disjoint = gp["effect_hi"] < observed["effect_lo"] or observed["effect_hi"] < gp["effect_lo"]
+    if _opposite(g, o, rel) or disjoint:
+        return {"agree": False, "summary": f"GP says {g}, observed universes say {o}: they disagree"}
+    if g == "uncertain":
+        return {"agree": None, "summary": f"observed universes say {o}; the GP cannot tell (uncertain)"}
+    return {"agree": None, "summary": f"GP says {g}; the observed universes cannot tell ({o})"}

@@ -1,0 +1,154 @@
+"""Comparison: a metric under levels ``a`` versus ``b`` of one categorical dimension,
+integrated over the rest of the multiverse.
+
+Effect: ``mean(metric | a) - mean(metric | b)``. The GP's answer integrates over a
+Sobol reference set of the other dimensions; it also gives the share of the multiverse
+where the claim holds and, in the space's own terms, where it holds, fails or is
+uncertain by the verdict's own thresholds (:func:`multiverse.claims.common.describe_regions`).
+The observed answer is a bootstrap stratified by group.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from multiverse.claims import common
+from multiverse.lazy import np
+
+NAME = "comparison"
+STATISTIC = "difference of means, a - b"
+#: The figures of :mod:`multiverse.plots` that draw its evidence and where it holds.
+FIGURE, WHERE_FIGURE = "partial_dependence", "holds_map"
+
+
+def metrics(claim: Mapping[str, Any]) -> list[str]:
+    return [claim["metric"]]
+
+
+def statement(claim: Mapping[str, Any]) -> str:
+    a, b = common.levels_text(claim["a"]), common.levels_text(claim["b"])
+    return f"{claim['metric']} of {claim['dimension']} {a} {claim['relation']} {b}"
+
+
+def check(claim: Mapping[str, Any], key: str, checks) -> None:
+    """Config checks that depend on the space and metrics (``checks``: :class:`multiverse.config.Checks`)."""
+    checks.metric(claim["metric"], f"{key}.metric")
+    checks.groups(claim, key)
+
+
+def comparison_universes(claim: Mapping[str, Any], base: Sequence[Mapping[str, Any]]) -> list[dict]:
+    """Every base universe under every level of ``a`` then ``b``: ``(len(a)+len(b)) * len(base)``."""
+    levels = list(claim["a"]) + list(claim["b"])
+    return [{**u, claim["dimension"]: lv} for lv in levels for u in base]
+
+
+def local_effects(f, claim: Mapping[str, Any], n_base: int):
+    """``samples x n_base`` local effects from samples at :func:`comparison_universes`."""
+    na, nb = len(claim["a"]), len(claim["b"])
+    f = f.reshape(len(f), na + nb, n_base)
+    return f[:, :na].mean(1) - f[:, na:].mean(1)
+
+
+def gp_answer(sur, space, claim: Mapping[str, Any], base: Sequence[Mapping[str, Any]], n_samples: int,
+              seed: int) -> dict[str, Any]:
+    """The GP's answer from joint posterior samples of surrogate ``sur`` at
+    :func:`comparison_universes` of a reference set ``base`` covering the other
+    dimensions (the claim's own dimension is overwritten): the effect, the share of the
+    multiverse where the claim holds, each with a 95% credible interval, and the regions
+    labelled by local verdicts."""
+    from multiverse import stats
+
+    f = sur.sample(comparison_universes(claim, base), n_samples, seed)
+    local = local_effects(f, claim, len(base))
+    out = common.with_fraction(stats.summarise(local.mean(1), claim["relation"], common.margin(claim)), local, claim)
+    out["regions"] = common.describe_regions(space, base, common.local_summary(local, claim)["labels"],
+                                             exclude={claim["dimension"]})
+    return out
+
+
+def observed_answer(values, groups: Sequence[Any], claim: Mapping[str, Any], n_boot: int, seed: int) -> dict[str, Any]:
+    """Model-free answer: a bootstrap stratified by group.
+
+    Args:
+        values: ``n`` observed metric values (non-finite ones are dropped).
+        groups: ``n`` levels of the claim's dimension.
+    """
+    from multiverse import stats
+
+    values = np.asarray(values, dtype=float)
+    groups = np.asarray(groups, dtype=object)
+    ok = np.isfinite(values)
+    a = values[ok & np.isin(groups, list(claim["a"]))]
+    b = values[ok & np.isin(groups, list(claim["b"]))]
+    out: dict[str, Any] = {"n_a": int(len(a)), "n_b": int(len(b))}
+    if len(a) < 2 or len(b) < 2:
+        return stats.too_few(**out)
+    boot = stats.bootstrap(lambda x, y: x.mean(1) - y.mean(1), [a, b], n_boot, seed)
+    return {**out, **stats.summarise(boot, claim["relation"], common.margin(claim)), "effect": float(a.mean() - b.mean())}
+
+
+def figure_data(sur, space, claim: Mapping[str, Any], base: Sequence[Mapping[str, Any]], influence, seed: int,
+                n_samples: int = 128) -> dict[str, Any]:
+    """What the claim's figures draw: each group's partial dependence (mean, 95% band)
+    along each numeric dimension, and a map of the local P(holds) over the two most
+    influential ones."""
+    from multiverse import stats
+    from multiverse.gp import dimension_grid
+    from multiverse.ids import derive_seed
+
+    sub = list(base[:32])
+    pd_ = {}
+    for j, d in enumerate([d for d in space.numeric if d.when is None][:4]):
+        grid = dimension_grid(space, d.name, 15)
+        curves = {}
+        for k, side in enumerate(("a", "b")):
+            pts = [{**u, d.name: v, claim["dimension"]: lv} for v in grid for lv in claim[side] for u in sub]
+            f = sur.sample(pts, n_samples, derive_seed(seed, j, k)).reshape(n_samples, len(grid), -1).mean(-1)
+            curves[side] = stats.band(f)
+        pd_[d.name] = {"values": [float(v) for v in grid], **curves}
+    return {"partial_dependence": pd_, "where": holds_map(sur, space, claim, base, influence, derive_seed(seed, 99))}
+
+
+def holds_map(sur, space, claim: Mapping[str, Any], base: Sequence[Mapping[str, Any]], influence, seed: int,
+              n_base: int = 8, n_samples: int = 128) -> dict[str, Any]:
+    """Local P(holds) over a grid of the two most influential numeric dimensions (the
+    others averaged over ``n_base`` reference points)."""
+    dims = common.map_dimensions(space, influence, exclude=[claim["dimension"]])
+    if not dims:
+        return {"message": f"No numeric choice besides {claim['dimension']} to map the claim over"}
+    gx, gy, cells = common.map_cells(space, dims)
+    sub = list(base[:n_base])
+    pts = [p for cell in cells for p in comparison_universes(claim, [{**u, **cell} for u in sub])]
+    f = sur.sample(pts, n_samples, seed, batch=len(cells)).reshape(n_samples, len(cells), -1)
+    local = np.stack([local_effects(f[:, i], claim, len(sub)).mean(1) for i in range(len(cells))], 1)
+    return {"dims": dims, "x": gx, "y": gy, **_probabilities(common.local_summary(local, claim))}
+
+
+def _probabilities(s: Mapping[str, Any]) -> dict[str, Any]:
+    return {"p_holds": s["p_holds"].tolist(),
+            "p_equivalent": None if s["p_equivalent"] is None else s["p_equivalent"].tolist()}
+
+
+def analyse(claim: Mapping[str, Any], ctx, i: int, influence) -> dict[str, Any]:
+    from multiverse import stats
+    from multiverse.ids import derive_seed
+
+    s_gp, s_obs = derive_seed(ctx.seed, 100 + i), derive_seed(ctx.seed, 200 + i)
+    metric, dim = claim["metric"], claim["dimension"]
+    y = ctx.values(metric)
+    obs = observed_answer(y, [u[dim] for u in ctx.universes], claim, ctx.bootstrap, s_obs)
+    sur = ctx.surrogates.get(metric)
+    base, share = ctx.converging([metric], ctx.reference_set(fix=dim),
+                                 [{dim: lv} for lv in list(claim["a"]) + list(claim["b"])])
+    out: dict[str, Any] = {"observed": obs, "read_where": common.where_read(share), "converged_share": share}
+    if sur is None or len(base) < 2:
+        out["gp"] = common.no_surrogate(int(np.isfinite(y).sum()))
+    else:
+        out["gp"] = gp_answer(sur, ctx.space, claim, base, ctx.samples, s_gp)
+        out["figures"] = figure_data(sur, ctx.space, claim, base, influence, derive_seed(s_gp, 1))
+    return {**out, **common.judge(out["gp"], obs, claim["relation"])}
+
+
+def rows(result: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The claim's rows of the summary table: (label, GP answer, observed answer, summary)."""
+    return [{"label": "marginal", "gp": result["gp"], "observed": result["observed"], "summary": result["summary"]}]

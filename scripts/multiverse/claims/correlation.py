@@ -1,0 +1,200 @@
+"""Correlation: across universes, metric ``x`` predicts metric ``y``.
+
+Kendall's tau, and the granulated tau of Jiang et al. (2020): the mean tau along each
+dimension with the others held fixed, averaged over dimensions. The GP's answer comes
+from joint posterior samples of one two-outcome model (two independent GPs would give
+samples whose unexplained wiggles are independent, which pulls a sampled tau towards 0);
+the observed answer is scipy's tau with a bootstrap over universes, and a granulated tau
+on matched universes where the design has any.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from multiverse.claims import common
+from multiverse.lazy import np
+
+NAME = "correlation"
+STATISTIC = "Kendall tau"
+#: The figures of :mod:`multiverse.plots` that draw its evidence and where it holds.
+FIGURE, WHERE_FIGURE = "correlation_scatter", "granulated_bars"
+#: Fewest matched groups (universes differing in one dimension only) for an observed
+#: granulated tau; with fewer, a single pair's tau of +-1 would stand for the whole claim.
+MIN_MATCHED_GROUPS = 5
+
+
+def metrics(claim: Mapping[str, Any]) -> list[str]:
+    return [claim["x"], claim["y"]]
+
+
+def statement(claim: Mapping[str, Any]) -> str:
+    return f"{claim['x']} and {claim['y']} are {claim['relation']}ly correlated across universes"
+
+
+def check(claim: Mapping[str, Any], key: str, checks) -> None:
+    from multiverse.config import ConfigError
+
+    checks.metric(claim["x"], f"{key}.x")
+    checks.metric(claim["y"], f"{key}.y")
+    if claim["x"] == claim["y"]:
+        raise ConfigError(f"{key}.y", "a metric other than x", claim["y"])
+
+
+class JointSurrogate:
+    """A two-outcome GP of ``x`` and ``y`` on their warped scales (:func:`multiverse.gp.fit_multitask_gp`)."""
+
+    def __init__(self, model, space, warps):
+        self.model, self.space, self.warps = model, space, warps
+
+    def sample(self, universes: Sequence[Mapping[str, Any]], n: int, seed: int):
+        """``n x len(universes) x 2`` joint samples on the metrics' scales."""
+        from multiverse.gp import joint_samples
+
+        f = joint_samples(self.model, self.space, universes, n, seed)
+        return np.stack([w.inverse(f[..., k]) for k, w in enumerate(self.warps)], -1)
+
+
+def fit_joint(space, universes: Sequence[Mapping[str, Any]], x, y, seed: int, warps) -> JointSurrogate:
+    from multiverse.gp import fit_multitask_gp
+
+    Y = np.c_[warps[0].forward(x), warps[1].forward(y)]
+    return JointSurrogate(fit_multitask_gp(space, universes, Y, seed), space, warps)
+
+
+def granulated_universes(space, name: str, base: Sequence[Mapping[str, Any]]) -> tuple[list, int, int]:
+    """``base x grid`` universes varying only ``name`` (base-major); base points where
+    ``name`` is inactive are left out."""
+    from multiverse.gp import dimension_grid
+
+    d = space[name]
+    values = dimension_grid(space, name, common.TREND_GRID)
+    kept = [u for u in base if d.is_active({**u, name: values[0]})]
+    return [{**u, name: v} for u in kept for v in values], len(kept), len(values)
+
+
+def gp_answer(joint, space, claim: Mapping[str, Any], base: Sequence[Mapping[str, Any]],
+              n_samples: int, seed: int, n_granulated: int = 24) -> dict[str, Any]:
+    """Kendall tau between two outcomes across the multiverse, and granulated tau, from
+    joint posterior samples of a two-outcome surrogate ``joint``.
+
+    Each sample gives one tau over ``base``; a bootstrap of ``base`` per sample adds
+    the reference set's own sampling error. Granulated tau: for each dimension, the
+    mean over ``n_granulated`` base points of the tau along that dimension alone, then
+    the mean over dimensions (Jiang et al. 2020, Eq. 4).
+    """
+    from multiverse import stats
+
+    rng = np.random.default_rng(seed)
+    rel, m = claim["relation"], common.margin(claim)
+    f = joint.sample(base, n_samples, seed)  # samples x base x 2
+    idx = rng.integers(0, len(base), (n_samples, len(base)))
+    tau = stats.kendall_tau(np.take_along_axis(f[..., 0], idx, 1), np.take_along_axis(f[..., 1], idx, 1))
+    out = stats.summarise(tau, rel, m)
+    per_dim = {}
+    for j, d in enumerate(space.dimensions):
+        grid, nb, ng = granulated_universes(space, d.name, base[:n_granulated])
+        if nb < 2:
+            continue
+        g = joint.sample(grid, n_samples, seed + 1 + j).reshape(n_samples, nb, ng, 2)
+        t = stats.kendall_tau(g[..., 0], g[..., 1])  # samples x base
+        bi = rng.integers(0, nb, (n_samples, nb))
+        per_dim[d.name] = np.nanmean(np.take_along_axis(t, bi, 1), axis=1)
+    if per_dim:
+        gran = np.mean(np.array(list(per_dim.values())), axis=0)
+        out["granulated"] = stats.summarise(gran, rel, m)
+        out["granulated_per_dimension"] = {k: stats.summarise(v, rel, m) for k, v in per_dim.items()}
+    return out
+
+
+def matched_groups(space, universes: Sequence[Mapping[str, Any]]) -> dict[str, list[list[int]]]:
+    """Per dimension, the groups (of 2 or more) of observed universes that differ in that
+    dimension only (few in a Sobol or GP design unless it is a grid)."""
+    out = {}
+    for d in space.dimensions:
+        groups: dict[tuple, list[int]] = {}
+        for i, u in enumerate(universes):
+            groups.setdefault(space.key({**u, d.name: None}), []).append(i)
+        keep = [g for g in groups.values() if len(g) >= 2]
+        if keep:
+            out[d.name] = keep
+    return out
+
+
+def matched_granulated(space, universes: Sequence[Mapping[str, Any]], x, y, n_boot: int = 0,
+                       seed: int = 0) -> dict[str, Any]:
+    """Granulated tau on matched universes: per dimension, the mean tau within its
+    :func:`matched_groups`, then the mean over dimensions. With ``n_boot``, a bootstrap
+    over the groups (resampled within each dimension) gives its interval.
+
+    Returns ``{"per_dimension", "effect", "lo", "hi", "groups"}`` (NaN effect and
+    interval with fewer than :data:`MIN_MATCHED_GROUPS` groups).
+    """
+    from multiverse import stats
+
+    taus = {}
+    for name, groups in matched_groups(space, universes).items():
+        t = np.array([float(stats.kendall_tau(x[g], y[g])) for g in groups])
+        if np.isfinite(t).any():
+            taus[name] = t[np.isfinite(t)]
+    n_groups = int(sum(len(t) for t in taus.values()))
+    out = {"per_dimension": {k: float(t.mean()) for k, t in taus.items()}, "groups": n_groups,
+           "effect": float("nan"), "lo": float("nan"), "hi": float("nan")}
+    if n_groups < MIN_MATCHED_GROUPS:
+        return out
+    out["effect"] = float(np.mean([t.mean() for t in taus.values()]))
+    if n_boot:
+        boot = stats.bootstrap(lambda *ts: np.mean([t.mean(1) for t in ts], axis=0), list(taus.values()), n_boot, seed)
+        out["lo"], out["hi"] = stats.interval(boot)
+    return out
+
+
+def observed_answer(space, universes: Sequence[Mapping[str, Any]], x, y, claim: Mapping[str, Any], n_boot: int,
+                    seed: int) -> dict[str, Any]:
+    """Kendall tau (scipy) over the observed universes, with a bootstrap over universes,
+    and granulated tau on matched universes where the design has any."""
+    from scipy.stats import kendalltau
+
+    from multiverse import stats
+
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    ok = np.isfinite(x) & np.isfinite(y)
+    us = [u for u, k in zip(universes, ok) if k]
+    x, y = x[ok], y[ok]
+    if len(x) < 4:
+        return stats.too_few(n=int(len(x)))
+    boot = stats.bootstrap(lambda r: stats.kendall_tau(r[..., 0], r[..., 1]), [np.c_[x, y]], n_boot, seed)
+    out = {**stats.summarise(boot, claim["relation"], common.margin(claim)),
+           "effect": float(kendalltau(x, y).statistic), "n": int(len(x))}
+    matched = matched_granulated(space, us, x, y, n_boot, seed + 1)
+    out["granulated_matched"] = matched["effect"]
+    out["granulated_matched_lo"], out["granulated_matched_hi"] = matched["lo"], matched["hi"]
+    out["granulated_matched_groups"] = matched["groups"]
+    out["granulated_matched_dimensions"] = sorted(matched["per_dimension"])
+    return out
+
+
+def analyse(claim: Mapping[str, Any], ctx, i: int, influence) -> dict[str, Any]:
+    from multiverse.gp import MIN_FIT
+    from multiverse.ids import derive_seed
+    from multiverse.surrogate import warp_for
+
+    s_gp, s_obs = derive_seed(ctx.seed, 100 + i), derive_seed(ctx.seed, 200 + i)
+    x, y = ctx.values(claim["x"]), ctx.values(claim["y"])
+    obs = observed_answer(ctx.space, ctx.universes, x, y, claim, ctx.bootstrap, s_obs)
+    base, share = ctx.converging(metrics(claim), ctx.space.sobol(ctx.reference, derive_seed(ctx.seed, 1)))
+    out: dict[str, Any] = {"observed": obs, "read_where": common.where_read(share), "converged_share": share}
+    finite = np.isfinite(x) & np.isfinite(y)
+    if finite.sum() < MIN_FIT or len(base) < 4:
+        out["gp"] = common.no_surrogate(int(finite.sum()))
+    else:
+        joint = fit_joint(ctx.space, ctx.universes, x, y, s_gp, [warp_for(claim["x"]), warp_for(claim["y"])])
+        out["gp"] = gp_answer(joint, ctx.space, claim, base, ctx.samples, s_gp)
+        f = joint.sample(base, 64, derive_seed(s_gp, 99))
+        out["figures"] = {"x": np.median(f[..., 0], 0).tolist(), "y": np.median(f[..., 1], 0).tolist()}
+        out["_joint"] = joint  # for its diagnostics; not written to claims.json
+    return {**out, **common.judge(out["gp"], obs, claim["relation"])}
+
+
+def rows(result: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return [{"label": "marginal", "gp": result["gp"], "observed": result["observed"], "summary": result["summary"]}]

@@ -1,0 +1,253 @@
+"""Trend: a metric rises (``increasing``) or falls with a numeric dimension.
+
+Effect: the least-squares slope of the metric against the dimension's position in its
+range (0 at ``low``, 1 at ``high``, on its own log scale), i.e. the change across the
+range. The GP's version is the slope of its partial dependence; ``given`` adds the trend
+at fixed values of other dimensions, and ``scaled`` along a path where another dimension
+moves with it (``lr`` proportional to ``batch_size^power``: the linear or square-root
+scaling rule). Every condition is read from one set of joint posterior samples, so the
+family's P(holds at every condition) stands beside each condition's own P.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from multiverse.claims import common
+from multiverse.lazy import np
+
+NAME = "trend"
+STATISTIC = "slope: change across the dimension's range"
+#: The figures of :mod:`multiverse.plots` that draw its evidence and where it holds.
+FIGURE, WHERE_FIGURE = "trend_curves", "holds_map"
+#: Positions (in the unit range) of a numeric ``given`` dimension at which a trend is
+#: also measured, and the observed universes' bins around them (thirds of the range).
+GIVEN_POSITIONS = (1 / 6, 1 / 2, 5 / 6)
+
+
+def metrics(claim: Mapping[str, Any]) -> list[str]:
+    return [claim["metric"]]
+
+
+def statement(claim: Mapping[str, Any]) -> str:
+    return f"{claim['metric']} is {claim['direction']} in {claim['dimension']}"
+
+
+def check(claim: Mapping[str, Any], key: str, checks) -> None:
+    from multiverse.config import ConfigError
+
+    checks.metric(claim["metric"], f"{key}.metric")
+    dim = claim["dimension"]
+    checks.dimension(dim, f"{key}.dimension", categorical=False)
+    for j, g in enumerate(claim.get("given", [])):
+        checks.dimension(g, f"{key}.given[{j}]", categorical=None)
+        if g == dim:
+            raise ConfigError(f"{key}.given[{j}]", f"a dimension other than '{dim}'", g)
+    if claim.get("scaled"):
+        s = claim["scaled"]["dimension"]
+        checks.dimension(s, f"{key}.scaled.dimension", categorical=False)
+        space = checks.space
+        if s == dim or not (space[s].get("log") and space[dim].get("log")):
+            raise ConfigError(f"{key}.scaled.dimension", f"a log-scaled numeric dimension other than '{dim}' "
+                              f"(and '{dim}' log-scaled too)", s)
+
+
+def positions(space, name: str, values: Sequence[Any]):
+    """Each value's position in the dimension's range: 0 at ``low``, 1 at ``high`` (log scale if log)."""
+    return space[name].to_unit(values)
+
+
+def conditions(space, claim: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The trend's variants: marginal, at fixed values of each ``given`` dimension, and
+    along the ``scaled`` path. Each has a label, ``fixed`` ({dim: value} for the GP
+    and a predicate for the observed universes) and ``scaled``."""
+    out = [{"label": "marginal", "fixed": {}, "select": None, "scaled": None}]
+    for name in claim.get("given", []):
+        d = space[name]
+        if d.is_categorical:
+            trend_dim = space[claim["dimension"]]
+            for lv in d.choices:
+                if trend_dim.when is not None and trend_dim.when[0] == name and lv not in trend_dim.when[1]:
+                    continue  # the trend's dimension is inactive at this level: nothing to read
+                out.append({"label": f"at {name} = {lv}", "fixed": {name: lv},
+                            "select": (lambda u, n=name, v=lv: u[n] == v), "scaled": None})
+        else:
+            for i, p in enumerate(GIVEN_POSITIONS):
+                v = d.from_unit(np.array([p]))[0]
+                lo, hi = i / 3, (i + 1) / 3
+                out.append({"label": f"at {name} = {v:.3g}", "fixed": {name: v},
+                            "select": (lambda u, n=name, a=lo, b=hi: a <= float(space[n].to_unit([u[n]])[0]) <= b),
+                            "scaled": None})
+    if claim.get("scaled"):
+        s = claim["scaled"]
+        out.append({"label": f"with {s['dimension']} scaled as {claim['dimension']}^{s['power']:g}", "fixed": {},
+                    "select": None, "scaled": s})
+    return out
+
+
+def scaled_coordinate(space, claim: Mapping[str, Any], universes: Sequence[Mapping[str, Any]]):
+    """The coupled dimension's value at the trend dimension's ``low`` end, as a position
+    in its range: ``log(lr) - power * (log(batch) - log(batch_low))`` for a log-scaled lr."""
+    s = claim["scaled"]
+    d, c = space[claim["dimension"]], space[s["dimension"]]
+    x = np.log10([u[d.name] for u in universes]) - np.log10(d.low)
+    z = np.log10([u[c.name] for u in universes]) - s["power"] * x
+    return (z - np.log10(c.low)) / (np.log10(c.high) - np.log10(c.low))
+
+
+def trend_grid(space, claim: Mapping[str, Any]) -> list:
+    from multiverse.gp import dimension_grid
+
+    return dimension_grid(space, claim["dimension"], common.TREND_GRID)
+
+
+def trend_universes(space, claim: Mapping[str, Any], base: Sequence[Mapping[str, Any]], condition) -> tuple[list, Any, list]:
+    """``grid x base`` universes for a trend: the claim's dimension on its grid, the
+    condition's fixed values, and on a scaled path the coupled dimension moving with it.
+    Base points whose scaled path leaves the coupled dimension's range are dropped.
+
+    Returns the universes (grid-major), the grid's positions and the base kept.
+    """
+    name = claim["dimension"]
+    d = space[name]
+    values = trend_grid(space, claim)
+    t = positions(space, name, values)
+    base = [{**u, **condition["fixed"]} for u in base]
+    base = [u for u in base if d.is_active({**u, name: values[0]})]
+    s = condition["scaled"]
+    if s:
+        c = space[s["dimension"]]
+        ratio = np.asarray(values, dtype=float) / d.low
+        base = [u for u in base if c.low <= u[c.name] * ratio.min() ** s["power"] and
+                u[c.name] * ratio.max() ** s["power"] <= c.high]
+        grid = [{**u, name: v, c.name: float(u[c.name] * (v / d.low) ** s["power"])} for v in values for u in base]
+    else:
+        grid = [{**u, name: v} for v in values for u in base]
+    return grid, t, base
+
+
+def gp_family(sur, space, claim: Mapping[str, Any], base: Sequence[Mapping[str, Any]], conds: Sequence[Mapping],
+              n_samples: int, seed: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Each condition's answer from sampled partial-dependence curves of the GP, all
+    from one set of joint posterior samples; and the family's P(holds at every
+    condition) from the same samples.
+
+    A condition's effect is the slope of its partial dependence (the mean over
+    ``base``), its share that of base points whose own curve has the claimed slope.
+    """
+    from multiverse import stats
+
+    rel, m = common.relation(claim), common.margin(claim)
+    parts = [trend_universes(space, claim, base, c) for c in conds]
+    points = [p for grid, _, kept in parts if len(kept) >= 2 for p in grid]
+    f = sur.sample(points, n_samples, seed) if points else np.zeros((n_samples, 0))
+    answers, slopes, start = [], [], 0
+    for cond, (grid, t, kept) in zip(conds, parts):
+        if len(kept) < 2:
+            answers.append(stats.too_few(n_reference=len(kept)))
+            continue
+        fc = f[:, start:start + len(grid)].reshape(n_samples, len(t), len(kept))
+        start += len(grid)
+        local = stats.slope(t, fc, axis=1)  # samples x base
+        slopes.append(local.mean(1))
+        out = common.with_fraction(stats.summarise(local.mean(1), rel, m), local, claim)
+        out["n_reference"] = len(kept)
+        out["curve"] = {"values": [float(u[claim["dimension"]]) for u in grid[:: len(kept)]], **stats.band(fc.mean(2))}
+        if cond["label"] == "marginal":
+            out["regions"] = common.describe_regions(space, kept, common.local_summary(local, claim)["labels"],
+                                                     exclude={claim["dimension"]})
+        answers.append(out)
+    family = {"conditions": len(slopes), "p_all": float("nan")}
+    if slopes:
+        family["p_all"] = float(np.mean(np.all([stats.holds_mask(s, rel, m) for s in slopes], axis=0)))
+    return answers, family
+
+
+def gp_answer(sur, space, claim: Mapping[str, Any], base: Sequence[Mapping[str, Any]], n_samples: int, seed: int,
+              condition: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """One condition's answer (the marginal trend by default)."""
+    return gp_family(sur, space, claim, base, [condition or conditions(space, claim)[0]], n_samples, seed)[0][0]
+
+
+def observed_answer(space, universes: Sequence[Mapping[str, Any]], values, claim: Mapping[str, Any],
+                    n_boot: int, seed: int, condition: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Model-free trend: the least-squares slope of the metric on the dimension's
+    position, bootstrapped over universes. On a scaled path the regression also has
+    the coupled dimension's scaled coordinate (so the slope is taken along the path);
+    with a fixed value, only universes in its third of the range (or of its level) count."""
+    from multiverse import stats
+
+    condition = condition or conditions(space, claim)[0]
+    values = np.asarray(values, dtype=float)
+    keep = np.isfinite(values) & np.array([space[claim["dimension"]].is_active(u) for u in universes], dtype=bool)
+    if condition["select"] is not None:
+        keep &= np.array([bool(condition["select"](u)) for u in universes], dtype=bool)
+    us = [u for u, k in zip(universes, keep) if k]
+    y = values[keep]
+    if len(y) < 4:
+        return stats.too_few(n=int(len(y)))
+    cols = [np.ones(len(y)), positions(space, claim["dimension"], [u[claim["dimension"]] for u in us])]
+    if condition["scaled"]:
+        cols.append(scaled_coordinate(space, claim, us))
+    X = np.column_stack(cols)
+    if np.linalg.matrix_rank(X) < X.shape[1]:
+        return stats.too_few(n=int(len(y)))
+    rows = np.column_stack([y, X])
+    boot = stats.bootstrap(lambda r: stats.regression_coefficients(r[..., 1:], r[..., 0])[..., 1], [rows], n_boot, seed)
+    point = stats.regression_coefficients(X, y)[1]
+    return {**stats.summarise(boot, common.relation(claim), common.margin(claim)), "effect": float(point), "n": int(len(y))}
+
+
+def holds_map(sur, space, claim: Mapping[str, Any], base: Sequence[Mapping[str, Any]], influence, seed: int,
+              n_base: int = 8, n_samples: int = 128) -> dict[str, Any]:
+    """Local P(holds) of the marginal trend over a grid of the two most influential other
+    numeric dimensions (the rest averaged over ``n_base`` reference points where the
+    trend's dimension is active)."""
+    dims = common.map_dimensions(space, influence, exclude=[claim["dimension"]])
+    if not dims:
+        return {"message": f"No numeric choice besides {claim['dimension']} to map the claim over"}
+    sub = [u for u in base if space[claim["dimension"]].is_active(u)][:n_base]
+    if not sub:
+        return {"message": f"No reference universe where {claim['dimension']} is active"}
+    gx, gy, cells = common.map_cells(space, dims)
+    marginal = conditions(space, claim)[0]
+    pts = [p for cell in cells for p in trend_universes(space, claim, [{**u, **cell} for u in sub], marginal)[0]]
+    t = positions(space, claim["dimension"], trend_grid(space, claim))
+    f = sur.sample(pts, n_samples, seed, batch=len(cells)).reshape(n_samples, len(cells), len(t), -1)
+    from multiverse import stats
+
+    local = stats.slope(t, f, axis=2).mean(-1)
+    s = common.local_summary(local, claim)
+    return {"dims": dims, "x": gx, "y": gy, "p_holds": s["p_holds"].tolist(),
+            "p_equivalent": None if s["p_equivalent"] is None else s["p_equivalent"].tolist()}
+
+
+def analyse(claim: Mapping[str, Any], ctx, i: int, influence) -> dict[str, Any]:
+    from multiverse.ids import derive_seed
+
+    s_gp, s_obs = derive_seed(ctx.seed, 100 + i), derive_seed(ctx.seed, 200 + i)
+    metric, space = claim["metric"], ctx.space
+    y = ctx.values(metric)
+    sur = ctx.surrogates.get(metric)
+    conds = conditions(space, claim)
+    base, share = ctx.converging([metric], ctx.reference_set(per_level=True),
+                                 [{claim["dimension"]: v} for v in trend_grid(space, claim)])
+    if sur is None:
+        gps, family = [common.no_surrogate(int(np.isfinite(y).sum())) for _ in conds], {"conditions": 0, "p_all": float("nan")}
+    else:
+        gps, family = gp_family(sur, space, claim, base, conds, ctx.samples, s_gp)
+    rows_ = []
+    for j, (cond, g) in enumerate(zip(conds, gps)):
+        o = observed_answer(space, ctx.universes, y, claim, ctx.bootstrap, derive_seed(s_obs, j), cond)
+        rows_.append({"label": cond["label"], "gp": g, "observed": o, **common.judge(g, o, common.relation(claim))})
+    out = {"gp": rows_[0]["gp"], "observed": rows_[0]["observed"], "conditions": rows_, "family": family,
+           "read_where": common.where_read(share), "converged_share": share,
+           "agree": rows_[0]["agree"], "summary": rows_[0]["summary"]}
+    if sur is not None:
+        out["figures"] = {"where": holds_map(sur, space, claim, base, influence, derive_seed(s_gp, 99))}
+    return out
+
+
+def rows(result: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return [{"label": c["label"], "gp": c["gp"], "observed": c["observed"], "summary": c["summary"]}
+            for c in result["conditions"]]
