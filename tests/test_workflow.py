@@ -29,7 +29,7 @@ def test_design_rounds(run):
     assert r0["strategy"] == "sobol" and r1["strategy"] == "gp-ivr"
     assert len(r0["universes"]) == len(r1["universes"]) == 2
     assert r0["n_previous"] == 0 and r1["n_previous"] == 2  # round 1 read round 0's results
-    assert set(r1["diagnostics"]["outcomes"]) == {"test_acc", "gap"}
+    assert set(r1["diagnostics"]["outcomes"]) == {"val_acc", "train_loss"}
     assert [u["id"] for u in r1["universes"]] == ["r1u000", "r1u001"]
 
 

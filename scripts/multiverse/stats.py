@@ -103,6 +103,15 @@ def bootstrap(statistic: Callable[..., np.ndarray], groups: Sequence[np.ndarray]
     return np.asarray(statistic(*resampled))
 
 
+def reference_mean(local: np.ndarray, seed: int) -> np.ndarray:
+    """``samples`` means of ``samples x points`` local effects, each over its own bootstrap
+    resample of the points: an integral over a finite reference set then carries the
+    set's own sampling error, not only the posterior's (conservative for a Sobol set)."""
+    rng = np.random.default_rng(seed)
+    idx = rng.integers(0, local.shape[1], local.shape)
+    return np.take_along_axis(local, idx, 1).mean(1)
+
+
 def slope(t: np.ndarray, f: np.ndarray, axis: int = -1) -> np.ndarray:
     """Least-squares slope of ``f`` against ``t`` along ``axis``."""
     f = np.moveaxis(f, axis, -1)

@@ -24,8 +24,8 @@ from multiverse import CONVERGED_ONLY, METRIC_RANGE
 from multiverse.gp import IDENTITY, MIN_FIT, Warp, fit_gp, joint_samples, noise_variance, outcome_scale
 from multiverse.space import SearchSpace
 
-#: The report's GP kernel (:data:`multiverse.gp.KERNELS`: its intervals are better calibrated).
-REPORT_KERNEL = "matern"
+#: The report's GP kernel (:data:`multiverse.gp.KERNELS`: its intervals are the best calibrated).
+REPORT_KERNEL = "matern+linear"
 
 
 def warp_for(metric: str) -> Warp:

@@ -60,7 +60,8 @@ def gp_answer(sur, space, claim: Mapping[str, Any], base: Sequence[Mapping[str, 
 
     f = sur.sample(comparison_universes(claim, base), n_samples, seed)
     local = local_effects(f, claim, len(base))
-    out = common.with_fraction(stats.summarise(local.mean(1), claim["relation"], common.margin(claim)), local, claim)
+    effects = stats.reference_mean(local, seed)
+    out = common.with_fraction(stats.summarise(effects, claim["relation"], common.margin(claim)), local, claim)
     out["regions"] = common.describe_regions(space, base, common.local_summary(local, claim)["labels"],
                                              exclude={claim["dimension"]})
     return out

@@ -149,8 +149,8 @@ def gp_family(sur, space, claim: Mapping[str, Any], base: Sequence[Mapping[str, 
         fc = f[:, start:start + len(grid)].reshape(n_samples, len(t), len(kept))
         start += len(grid)
         local = stats.slope(t, fc, axis=1)  # samples x base
-        slopes.append(local.mean(1))
-        out = common.with_fraction(stats.summarise(local.mean(1), rel, m), local, claim)
+        slopes.append(stats.reference_mean(local, seed + len(slopes)))
+        out = common.with_fraction(stats.summarise(slopes[-1], rel, m), local, claim)
         out["n_reference"] = len(kept)
         out["curve"] = {"values": [float(u[claim["dimension"]]) for u in grid[:: len(kept)]], **stats.band(fc.mean(2))}
         if cond["label"] == "marginal":
