@@ -62,14 +62,15 @@ def main() -> None:
     ap.add_argument("--cores", type=int, default=2)
     ap.add_argument("--config", default="config/config.yaml")
     ap.add_argument("--loop-only", metavar="RESULTS", help=argparse.SUPPRESS)
+    ap.add_argument("--threads", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
-    from multiverse.config import load_config
+    from multiverse.config import load_config, with_defaults
 
-    config = load_config(ROOT / args.config)
-    if args.loop_only:
-        loop, n = in_process_loop(Path(args.loop_only), config, config["training"].get("threads", 1))
+    if args.loop_only:  # the lower bound's process: no snakemake import (with_defaults) in its time
+        loop, n = in_process_loop(Path(args.loop_only), load_config(ROOT / args.config), args.threads)
         print(loop, n)
         return
+    config = with_defaults(load_config(ROOT / args.config))
     with tempfile.TemporaryDirectory() as tmp:
         cwd = Path(tmp)
         for d in ("workflow", "scripts", "config", "envs", "profiles"):
@@ -83,7 +84,8 @@ def main() -> None:
         # The lower bound: one fresh process (interpreter, imports, all trainings, exit).
         start = time.perf_counter()
         out = subprocess.run(
-            [sys.executable, __file__, "--loop-only", str(results), "--config", args.config],
+            [sys.executable, __file__, "--loop-only", str(results), "--config", args.config,
+             "--threads", str(config["training"]["threads"])],
             check=True, capture_output=True, text=True,
         ).stdout.split()
         process = time.perf_counter() - start

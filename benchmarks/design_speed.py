@@ -69,6 +69,19 @@ def records(space_config: dict, n: int, seed: int = 0) -> list[dict]:
     return out
 
 
+def design_settings() -> dict:
+    """The design section a gp-ivr design job gets: 512 candidates and 256 reference
+    points, the schema's defaults for the rest (``initial``, ``batch`` and ``outcomes``
+    are set per measurement)."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from multiverse.config import load_config, with_defaults
+
+    config = load_config(ROOT / "config" / "config.yaml")
+    config["design"] = {**{k: config["design"][k] for k in ("initial", "rounds", "batch", "outcomes")},
+                        "strategy": "gp-ivr", "candidates": 512, "reference": 256}
+    return with_defaults(config)["design"]
+
+
 def child(args) -> None:
     """One measurement in this fresh process; prints one JSON line."""
     t0 = time.perf_counter()
@@ -96,8 +109,7 @@ def child(args) -> None:
         set_threads(args.threads)
         t1 = time.perf_counter()
         rounds = []
-        design = {"strategy": "gp-ivr", "initial": len(previous), "batch": args.q, "outcomes": outcomes,
-                  "candidates": 512, "reference": 256}
+        design = {**inputs["design"], "initial": len(previous), "batch": args.q, "outcomes": outcomes}
         for _ in range(args.repeats):
             s = time.perf_counter()
             prev = read_json(args.inputs)["previous"]
@@ -146,11 +158,12 @@ def main(argv=None) -> None:
     print("| dims | n | ours, 1 outcome: round (median) | ours, 2 outcomes: round (median) | ours: whole process "
           "(imports incl.) | ours: peak memory | Ax qNIPV, 1 outcome: round | Ax: peak memory | Ax / ours |")
     print("|---|---|---|---|---|---|---|---|---|")
+    design = design_settings()
     with tempfile.TemporaryDirectory() as tmp:
         for d in map(int, args.dims.split(",")):
             for n in map(int, args.n.split(",")):
                 inputs = Path(tmp) / f"in_{d}_{n}.json"
-                inputs.write_text(json.dumps({"space": SPACES[d], "previous": records(SPACES[d], n)}))
+                inputs.write_text(json.dumps({"space": SPACES[d], "previous": records(SPACES[d], n), "design": design}))
                 one = measure("ours", inputs, args.q, 1, args.repeats, args.threads)
                 two = measure("ours", inputs, args.q, 2, args.repeats, args.threads)
                 whole = measure("ours", inputs, args.q, 2, 1, args.threads)

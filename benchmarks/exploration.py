@@ -109,8 +109,9 @@ def oracle_round(space, universes, y, n, seed, n_refit, grid, truth, kernel="rbf
 
 def run_one(problem, strategy, seed, args, writer, done):
     """One strategy on one problem under one seed: rounds until the budget, one row per round."""
-    from multiverse.ids import derive_seed
+    from multiverse.config import load_config, with_defaults
     from multiverse.design import design_round
+    from multiverse.ids import derive_seed
     from multiverse.space import SearchSpace
 
     space = SearchSpace.from_config(problem.space)
@@ -119,6 +120,12 @@ def run_one(problem, strategy, seed, args, writer, done):
               "oracle": min(args.budget, args.oracle_budget)}.get(strategy, args.budget)
     sizes = [args.initial] + [args.q] * math.ceil((budget - args.initial) / args.q)
     has_cat = bool(space.categorical)
+    # the design section as a design job gets it: these settings, the schema's defaults for the rest
+    config = load_config(ROOT / "config" / "config.yaml")
+    config["design"] = {**{k: config["design"][k] for k in ("initial", "rounds", "batch")}, "outcomes": ["y"],
+                        "strategy": "gp-ivr" if strategy in ("ax-qnipv", "oracle") else strategy,
+                        "candidates": args.candidates, "reference": args.reference}
+    design = with_defaults(config)["design"]
     records, universes, y = [], [], []
     for r in range(len(sizes)):
         start = time.perf_counter()
@@ -130,8 +137,6 @@ def run_one(problem, strategy, seed, args, writer, done):
             new = oracle_round(space, universes, y, sizes[r], derive_seed(seed, 7, r),
                                args.oracle_refit, grid, truth, args.surrogate)
         else:
-            design = {"strategy": "gp-ivr" if strategy in ("ax-qnipv", "oracle") else strategy, "outcomes": ["y"],
-                      "candidates": args.candidates, "reference": args.reference}
             new, _, _ = design_round(r, sizes[: r + 1], space, design, seed, records)
         seconds = time.perf_counter() - start
         values = problem.evaluate(new)

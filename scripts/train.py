@@ -17,5 +17,5 @@ train_shard(
     snakemake.input.data, universes, snakemake.params.model, snakemake.params.training,
     snakemake.output.models, snakemake.output.records, log,
     # not a param: changing how often to retry must not rerun finished universes
-    retries=snakemake.config["training"].get("retries", 1),
+    retries=snakemake.config["training"]["retries"],
 )

@@ -10,7 +10,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from multiverse.config import load_config  # noqa: E402
+from multiverse.config import load_config, with_defaults  # noqa: E402
 
 
 #: A mixed space with two conditional dimensions, shared by the space and design tests.
@@ -25,13 +25,23 @@ MIXED_SPACE = {
 
 @pytest.fixture(scope="session")
 def default_config():
+    """The default study's config as written (no defaults filled in)."""
     return load_config(ROOT / "config" / "config.yaml")
 
 
 @pytest.fixture
 def config(default_config):
-    """A fresh copy of the default study's config, free to edit."""
-    return copy.deepcopy(default_config)
+    """The default study's config as the Snakefile sees it (the schema's defaults
+    filled in): a fresh copy, free to edit."""
+    return with_defaults(default_config)
+
+
+def design_config(**design) -> dict:
+    """A ``design`` section as the Snakefile sees it: these keys (``outcomes`` among them)
+    and the tiny study's rounds, with the schema's defaults for the rest."""
+    config = load_config(TINY)
+    config["design"] = {**{k: config["design"][k] for k in ("initial", "rounds", "batch")}, **design}
+    return with_defaults(config)["design"]
 
 
 @pytest.fixture(scope="session")

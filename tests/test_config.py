@@ -5,7 +5,7 @@ import pytest
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
-from multiverse.config import ConfigError, check_config, config_hash, round_sizes
+from multiverse.config import ConfigError, check_config, config_hash, round_sizes, with_defaults
 from multiverse.ids import derive_seed
 
 SCHEMA = str(Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "config.schema.yaml")
@@ -40,7 +40,6 @@ def test_schema_rejects_unknown_top_level_key(config):
     [
         (lambda c: c["space"]["lr"].update(low=1.0, high=1e-4), "space.lr.low"),
         (lambda c: c["space"]["weight_decay"].update(low=0.0), "space.weight_decay.low"),
-        (lambda c: c["data"].update(dataset="imagenet"), "data.dataset"),
         (lambda c: c["data"]["split"].update(train=0.7), "data.split"),
         (lambda c: c["design"].update(batch=6), "design.batch"),
         (lambda c: c["design"].update(outcomes=["test_accuracy"]), "design.outcomes[0]"),
@@ -70,9 +69,39 @@ def test_schema_rejects_unknown_top_level_key(config):
 def test_cross_key_errors_name_the_key(config, edit, key):
     edit(config)
     with pytest.raises(ConfigError) as err:
-        check_config(config)
+        check_config(with_defaults(config))
     assert err.value.key == key
     assert f"'{key}'" in str(err.value) and "expected" in str(err.value)
+
+
+def test_the_schema_fills_in_defaults_of_nested_sections_and_of_each_claim(default_config):
+    """The schema is the one place defaults are written: validate fills them in at every
+    depth, in the items of ``claims`` and in the branch of a claim's type."""
+    momentum = {"type": "float", "low": 0.5, "high": 0.99, "when": {"optimizer": ["momentum"]}}
+    raw = {**default_config, "space": {**default_config["space"], "momentum": momentum},
+           "metrics": {"sharpness": {"rho": 0.05}}}
+    raw["claims"] = [{k: v for k, v in c.items() if k not in ("type", "given", "min_budget")} if i != 3 else c
+                     for i, c in enumerate(raw["claims"])]
+    raw["claims"][2]["type"], raw["claims"][4]["type"] = "trend", "expected_best"
+    config = with_defaults(raw)
+    assert "type" not in raw["claims"][0], "the input is not changed"
+    assert config["model"]["arch"] == "mlp" and config["training"]["seeds"] == 1
+    assert config["design"]["replicates"] == 1 and config["design"]["categorical"] == "onehot"
+    assert config["metrics"]["sharpness"] == {"rho": 0.05, "norm": "linf", "steps": 10, "samples": 256}
+    assert config["report"]["metrics"] == [] and config["space"]["momentum"]["log"] is False
+    assert "log" not in config["space"]["optimizer"]
+    assert [c["type"] for c in config["claims"]] == ["comparison", "comparison", "trend", "correlation", "expected_best"]
+    assert config["claims"][2]["given"] == [] and config["claims"][4]["min_budget"] == 1
+    assert "given" not in config["claims"][0] and "min_budget" not in config["claims"][2]
+    assert with_defaults({k: v for k, v in default_config.items() if k != "claims"})["claims"] == []
+
+
+def test_unknown_dataset_is_named(config):
+    config["data"]["dataset"] = "imagenet"
+    with pytest.raises(WorkflowError, match="imagenet"):
+        with_defaults(config)
+    with pytest.raises(ConfigError, match="'data.dataset'"):  # the cross-check, too, names the key
+        check_config(config)
 
 
 def test_schema_declares_strategies_and_conditions(config):

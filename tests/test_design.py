@@ -1,6 +1,6 @@
 import numpy as np
 import pytest
-from conftest import MIXED_SPACE
+from conftest import MIXED_SPACE, design_config
 import torch
 
 from multiverse.design import (
@@ -121,7 +121,7 @@ def _previous(space, n=12, seed=5):
 @pytest.mark.parametrize("strategy", STRATEGIES)
 def test_every_strategy_is_reproducible_and_never_repeats_a_finished_universe(strategy):
     space = SearchSpace.from_config(MIXED)
-    design = {"strategy": strategy, "outcomes": ["test_acc", "gap"], "candidates": 64, "reference": 32, "grid_levels": 4}
+    design = design_config(strategy=strategy, outcomes=["test_acc", "gap"], candidates=64, reference=32, grid_levels=4)
     previous = _previous(space)
     if strategy == "grid":  # the grid's own first universes are what came before
         grid = space.grid(4, __import__("multiverse.ids").ids.derive_seed(7, 4))
@@ -149,8 +149,8 @@ def test_a_universe_differing_only_in_an_inactive_dimension_is_a_duplicate():
     adam = [{"optimizer": "adam", "batch_size": 2, "eps": 1e-4}]
     previous = _records(space, sgd + adam, lambda u: float(u["batch_size"]))
     for strategy in ("gp-ivr", "random", "sobol"):
-        us, _, _ = design_round(1, [4, 4], space, {"strategy": strategy, "outcomes": ["m"], "candidates": 16,
-                                                    "reference": 16}, 3, previous)
+        design = design_config(strategy=strategy, outcomes=["m"], candidates=16, reference=16)
+        us, _, _ = design_round(1, [4, 4], space, design, 3, previous)
         assert all(u["optimizer"] == "adam" for u in us), strategy
 
 
@@ -180,7 +180,7 @@ def test_replicates_give_the_gp_each_universes_observed_noise():
 def test_replicates_are_chosen_where_noise_dominates_and_not_otherwise():
     space = SearchSpace.from_config(SPACE_2D)
     universes = space.sobol(32, 0)
-    design = {"outcomes": ["m"], "replicates": 3, "candidates": 128, "reference": 64}
+    design = design_config(outcomes=["m"], replicates=3, candidates=128, reference=64)
     signal = lambda u: np.sin(6 * u["x"]) + np.log10(u["y"])  # noqa: E731
     quiet = _records(space, universes, signal, seeds=3, noise=1e-3)
     _, repl, info = design_round(1, [32, 4], space, design, 0, quiet)
@@ -198,7 +198,7 @@ def test_a_replicate_in_the_design_state_trains_under_new_seeds():
     noisy = _records(space, space.sobol(32, 0), lambda u: 0.0, seeds=3, noise=1.0)
     for p in noisy:
         p["seed"] = 1000 + int(p["id"][3:])
-    design = {"outcomes": ["m"], "replicates": 3, "candidates": 64, "reference": 32}
+    design = design_config(outcomes=["m"], replicates=3, candidates=64, reference=32)
     state = design_state(1, [32, 2], 2, SPACE_2D, design, 11, noisy, {})
     reps = [u for u in state["universes"] if u["replicate_of"]]
     assert reps, "pure seed noise: the round adds seeds to existing universes"
@@ -213,7 +213,7 @@ def test_failed_universes_are_kept_but_never_proposed_or_replicated():
     previous = _records(space, space.sobol(8, 0), lambda u: 0.0, seeds=2, noise=1.0)
     for p in previous[:4]:
         p["metrics"]["m"] = float("nan")  # universes r0u000 and r0u001 failed
-    design = {"outcomes": ["m"], "replicates": 2, "candidates": 32, "reference": 32}
+    design = design_config(outcomes=["m"], replicates=2, candidates=32, reference=32)
     us, repl, info = design_round(1, [8, 4], space, design, 0, previous)
     assert info["n_replicate_candidates"] == 6 and info["outcomes"]["m"]["n_fit"] == 6
     assert not {"r0u000", "r0u001"} & set(repl)
@@ -224,12 +224,12 @@ def test_failed_universes_are_kept_but_never_proposed_or_replicated():
 def test_grid_runs_out_with_a_clear_error():
     space = SearchSpace.from_config(SPACE_2D)
     with pytest.raises(ValueError, match="design.grid_levels"):
-        design_round(1, [4, 8], space, {"strategy": "grid", "grid_levels": 3, "outcomes": ["m"]}, 0,
+        design_round(1, [4, 8], space, design_config(strategy="grid", grid_levels=3, outcomes=["m"]), 0,
                      _records(space, space.grid(3, 0)[:4], lambda u: 0.0))
 
 
-def test_design_state_layout(default_config):
-    cfg = default_config
+def test_design_state_layout(config):
+    cfg = config
     state = design_state(0, [8, 4], 4, cfg["space"], cfg["design"], cfg["seed"], [], {"torch": "x"})
     assert state["strategy"] == "sobol" and len(state["universes"]) == 8
     assert [(u["shard"], u["slot"]) for u in state["universes"]][:5] == [(0, 0), (0, 1), (0, 2), (0, 3), (1, 0)]

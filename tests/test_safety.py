@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from conftest import ROOT, load_config, make_checkout, snakemake, write_config
 
-from multiverse.config import ConfigError, check_config
+from multiverse.config import ConfigError, check_config, with_defaults
 from multiverse.data import load_dataset, write_idx
 
 SOURCES = sorted((ROOT / "scripts").rglob("*.py")) + sorted((ROOT / "workflow").rglob("*.smk"))
@@ -55,7 +55,7 @@ def test_bad_config_stops_snakemake_before_any_job(tmp_path, edit, message):
 def test_more_cross_key_errors(config, edit, key):
     edit(config)
     with pytest.raises(ConfigError) as err:
-        check_config(config)
+        check_config(with_defaults(config))
     assert err.value.key == key
 
 

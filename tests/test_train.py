@@ -53,7 +53,7 @@ def test_failed_universe_gets_nan_metrics(digits):
     assert all(math.isnan(v) for v in m.values())
 
 
-def test_shard_writes_one_file_per_universe_and_records_failures(digits, tmp_path):
+def test_shard_writes_one_file_per_universe_and_records_failures(digits, tmp_path, config):
     import numpy as np
 
     data = tmp_path / "data.npz"
@@ -67,8 +67,9 @@ def test_shard_writes_one_file_per_universe_and_records_failures(digits, tmp_pat
     records = [str(tmp_path / f"u{k}.json") for k in range(2)]
     outs = [str(tmp_path / f"m{k}.json") for k in range(2)]
     log = logging.getLogger("test")
-    train_shard(str(data), universes, {"width": 16, "depth": 1}, {"epochs": 2}, models, records, log)
-    metrics_shard(str(data), models, records, {"width": 16, "depth": 1}, outs, log)
+    model, training = {**config["model"], "width": 16, "depth": 1}, {**config["training"], "epochs": 2}
+    train_shard(str(data), universes, model, training, models, records, log)
+    metrics_shard(str(data), models, records, model, outs, log)
     ok, failed = (json.load(open(p)) for p in outs)
     assert ok["status"] == "ok" and ok["metrics"]["test_acc"] > 0.3 and ok["params"] == U
     assert failed["status"] == "failed" and "lbfgs" in failed["error"]

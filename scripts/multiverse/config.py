@@ -161,30 +161,30 @@ def check_config(config: Mapping[str, Any]) -> None:
     metrics = study_metrics(config)
     for i, name in enumerate(design["outcomes"]):
         check_metric(name, f"design.outcomes[{i}]", metrics)
-    for i, name in enumerate(config.get("report", {}).get("metrics", [])):
+    for i, name in enumerate(config["report"]["metrics"]):
         check_metric(name, f"report.metrics[{i}]", metrics)
-    seeds = config["training"].get("seeds", 1)
-    if design.get("replicates", 1) > seeds:
-        raise ConfigError("design.replicates", f"at most training.seeds ({seeds})", design.get("replicates"))
+    seeds = config["training"]["seeds"]
+    if design["replicates"] > seeds:
+        raise ConfigError("design.replicates", f"at most training.seeds ({seeds})", design["replicates"])
     size = space_size(space)
-    if design.get("strategy") == "grid":
-        size = grid_size(space, design.get("grid_levels", 5))
+    if design["strategy"] == "grid":
+        size = grid_size(space, design["grid_levels"])
     total = design["initial"] + design["rounds"] * design["batch"]
     for key, n in (("design.initial", design["initial"]), ("design.batch", design["batch"])):
         if n > size:
             raise ConfigError(key, f"at most the {size} distinct universes of the space", n)
     if total > size:
-        what = f"{size} universes of a grid of design.grid_levels values" if design.get("strategy") == "grid" else f"{size} universes"
+        what = f"{size} universes of a grid of design.grid_levels values" if design["strategy"] == "grid" else f"{size} universes"
         raise ConfigError("design.rounds", f"a budget (initial + rounds * batch) of at most {what}", total)
     combos = 1
     for spec in space.values():
         combos *= len(spec["choices"]) if spec["type"] == "categorical" else 1
-    if design.get("candidates", 512) * combos < design["batch"]:
-        raise ConfigError("design.candidates", f"at least batch / {combos} level combinations", design.get("candidates"))
+    if design["candidates"] * combos < design["batch"]:
+        raise ConfigError("design.candidates", f"at least batch / {combos} level combinations", design["candidates"])
 
-    for i, claim in enumerate(config.get("claims", [])):
+    for i, claim in enumerate(config["claims"]):
         check_claim(claim, f"claims[{i}]", space, metrics)
-    names = [c["name"] for c in config.get("claims", [])]
+    names = [c["name"] for c in config["claims"]]
     if len(set(names)) != len(names):
         raise ConfigError("claims", "distinct claim names", names)
 
@@ -193,7 +193,7 @@ def study_metrics(config: Mapping[str, Any]) -> list[str]:
     """The metrics of this study's universes: :data:`multiverse.METRICS`, plus those of
     :data:`multiverse.OPTIONAL_METRICS` whose config key is set."""
     optional = [m for m, key in OPTIONAL_METRICS.items()
-                if config.get(key.split(".")[0], {}).get(key.split(".")[1]) is not None]
+                if config[key.split(".")[0]].get(key.split(".")[1]) is not None]
     return list(METRICS) + optional
 
 
@@ -206,7 +206,7 @@ def check_metric(name: str, key: str, metrics: list[str]) -> None:
 
 def check_claim(claim: Mapping[str, Any], key: str, space: Mapping[str, Mapping[str, Any]], metrics: list[str]) -> None:
     """A claim names metrics, dimensions and levels that exist, of the kind its type needs."""
-    kind = claim.get("type", "comparison")
+    kind = claim["type"]
 
     def metric(field: str) -> None:
         check_metric(claim[field], f"{key}.{field}", metrics)
@@ -227,14 +227,14 @@ def check_claim(claim: Mapping[str, Any], key: str, space: Mapping[str, Mapping[
     dim = claim["dimension"]
     if kind == "trend":
         dimension("dimension", dim, categorical=False)
-        for j, g in enumerate(claim.get("given", [])):
+        for j, g in enumerate(claim["given"]):
             dimension(f"given[{j}]", g, categorical=None)
             if g == dim:
                 raise ConfigError(f"{key}.given[{j}]", f"a dimension other than '{dim}'", g)
         if claim.get("scaled"):
             s = claim["scaled"]["dimension"]
             dimension("scaled.dimension", s, categorical=False)
-            if s == dim or not (space[s].get("log") and space[dim].get("log")):
+            if s == dim or not (space[s]["log"] and space[dim]["log"]):
                 raise ConfigError(f"{key}.scaled.dimension", f"a log-scaled numeric dimension other than '{dim}' "
                                   f"(and '{dim}' log-scaled too)", s)
         return
@@ -245,8 +245,8 @@ def check_claim(claim: Mapping[str, Any], key: str, space: Mapping[str, Mapping[
                 raise ConfigError(f"{key}.{side}", f"levels of '{dim}' among {space[dim]['choices']}", level)
     if set(claim["a"]) & set(claim["b"]):
         raise ConfigError(f"{key}.b", "levels disjoint from a", claim["b"])
-    if kind == "expected_best" and claim.get("max_budget") and claim["max_budget"] < claim.get("min_budget", 1):
-        raise ConfigError(f"{key}.max_budget", f"at least min_budget ({claim.get('min_budget', 1)})", claim["max_budget"])
+    if kind == "expected_best" and claim.get("max_budget") and claim["max_budget"] < claim["min_budget"]:
+        raise ConfigError(f"{key}.max_budget", f"at least min_budget ({claim['min_budget']})", claim["max_budget"])
 
 
 def space_size(space: Mapping[str, Mapping[str, Any]]) -> float:
@@ -297,7 +297,7 @@ def n_shards(config: Mapping[str, Any], round_: int) -> int:
 
 def report_metrics(config: Mapping[str, Any]) -> list[str]:
     """Metrics the report shows: those the claims name, then the design's outcomes."""
-    names = [m for c in config.get("claims", []) for m in ((c["x"], c["y"]) if "x" in c else (c["metric"],))]
+    names = [m for c in config["claims"] for m in ((c["x"], c["y"]) if "x" in c else (c["metric"],))]
     names += list(config["design"]["outcomes"])
-    names += list(config.get("report", {}).get("metrics", []))
+    names += list(config["report"]["metrics"])
     return list(dict.fromkeys(names))

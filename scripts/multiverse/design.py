@@ -275,7 +275,7 @@ def design_round(
     diagnostics for the round's state file.
     """
     n, start = sizes[round_], sum(sizes[:round_])
-    strategy = design.get("strategy", "gp-ivr")
+    strategy = design["strategy"]
     universes, ids, values = universe_outcomes(space, previous, design["outcomes"])
     done = {space.key(u) for u in universes}
     new = [None] * n
@@ -283,7 +283,7 @@ def design_round(
         draw = lambda k: space.random(n, derive_seed(seed, 3, round_, k))  # noqa: E731
         return _new_distinct(draw, n, done, space, "design.strategy random"), new, {"strategy": "random"}
     if strategy == "grid":
-        grid = space.grid(design.get("grid_levels", 5), derive_seed(seed, 4))
+        grid = space.grid(design["grid_levels"], derive_seed(seed, 4))
         todo = [u for u in grid if space.key(u) not in done]
         if len(todo) < n:
             raise ValueError(f"config key 'design.grid_levels': the grid has {len(grid)} universes, "
@@ -299,8 +299,8 @@ def design_round(
         draw = lambda k: space.sobol(start + n * (k + 1), derive_seed(seed, 0))[start:]  # noqa: E731
         return _new_distinct(draw, n, done, space, "design.strategy sobol"), new, {"strategy": "sobol", **info}
     chosen, repl, info = gp_ivr_round(
-        space, universes, finite, n, derive_seed(seed, round_), design.get("candidates", 512),
-        design.get("reference", 256), design.get("replicates", 1), design.get("categorical", "onehot"),
+        space, universes, finite, n, derive_seed(seed, round_), design["candidates"],
+        design["reference"], design["replicates"], design["categorical"],
     )
     return chosen, [None if r is None else ids[r] for r in repl], {"strategy": "gp-ivr", **info}
 

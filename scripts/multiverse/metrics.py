@@ -79,7 +79,7 @@ def metrics_shard(
         record = read_json(record_path)
         state = torch.load(model_path, weights_only=True)
         metrics = universe_metrics(data, state, record, width=model["width"], depth=model["depth"],
-                                   arch=model.get("arch", "mlp"), sharpness=sharpness)
+                                   arch=model["arch"], sharpness=sharpness)
         keep = ("status", "error", "diverged_epoch", "epochs_run", "versions")
         write_json(out, {**universe_fields(record), **{k: record.get(k) for k in keep}, "metrics": metrics})
         log.info("%s: %s", record["id"], metrics)

@@ -24,14 +24,7 @@ from typing import Mapping
 import torch
 from torch import nn
 
-#: ``metrics.sharpness`` defaults: the paper's L-infinity setting on a few hundred examples.
-DEFAULTS = {"rho": 0.01, "norm": "linf", "steps": 10, "samples": 256}
-
-
-def adaptive_sharpness(
-    model: nn.Module, X: torch.Tensor, y: torch.Tensor, rho: float = DEFAULTS["rho"], norm: str = DEFAULTS["norm"],
-    steps: int = DEFAULTS["steps"],
-) -> float:
+def adaptive_sharpness(model: nn.Module, X: torch.Tensor, y: torch.Tensor, rho: float, norm: str, steps: int) -> float:
     """``S`` above for ``model`` on ``(X, y)``; the model's weights are left unchanged."""
     if norm not in ("linf", "l2"):
         raise ValueError(f"config key 'metrics.sharpness.norm': expected 'linf' or 'l2', got {norm!r}")
@@ -80,8 +73,7 @@ def adaptive_sharpness(
 
 def sharpness_metric(model: nn.Module, data: Mapping[str, torch.Tensor], settings: Mapping) -> float:
     """:func:`adaptive_sharpness` on the first ``samples`` training examples, with the
-    ``metrics.sharpness`` settings (missing keys: :data:`DEFAULTS`)."""
-    s = {**DEFAULTS, **settings}
-    n = int(s["samples"])
-    return adaptive_sharpness(model, data["X_train"][:n], data["y_train"][:n], float(s["rho"]), s["norm"],
-                              int(s["steps"]))
+    ``metrics.sharpness`` settings (every key: the schema's defaults are filled in)."""
+    n = int(settings["samples"])
+    return adaptive_sharpness(model, data["X_train"][:n], data["y_train"][:n], float(settings["rho"]),
+                              settings["norm"], int(settings["steps"]))

@@ -300,8 +300,8 @@ def train_shard(
             try:
                 state, record = train_universe(
                     data, u["params"], seed=u["seed"], epochs=training["epochs"], width=model["width"],
-                    depth=model["depth"], device=training.get("device") or "cpu", arch=model.get("arch", "mlp"),
-                    base_batch=training.get("base_batch", DEFAULT_BASE_BATCH),
+                    depth=model["depth"], device=training["device"], arch=model["arch"],
+                    base_batch=training["base_batch"],
                 )
                 break
             except Exception as err:  # a universe's own failure is data, not a crash

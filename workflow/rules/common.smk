@@ -20,7 +20,7 @@ check_config(config)
 OUT = f"results/{config['study']}"
 ROUNDS = range(len(round_sizes(config)))
 SLOTS = range(config["training"]["shard_size"])
-SEEDS = range(config["training"].get("seeds", 1))
+SEEDS = range(config["training"]["seeds"])
 
 
 wildcard_constraints:
@@ -51,9 +51,9 @@ def shard_files(name):
 
 def previous_metrics(wildcards):
     """Round r's design reads every result of the rounds before it: the first
-    `design.replicates` seeds of each universe (default 1), so that adding seeds to a
+    `design.replicates` seeds of each universe, so that adding seeds to a
     finished study redoes no design."""
-    seeds = range(config["design"].get("replicates", 1))
+    seeds = range(config["design"]["replicates"])
     return universe_files("metrics.json", range(int(wildcards.round)), seeds=seeds)
 
 
@@ -61,6 +61,6 @@ def report_outputs():
     figures = [f"{OUT}/report/outcomes_vs_dimensions.png", f"{OUT}/report/claims.png"]
     for m in report_metrics(config):
         figures += [f"{OUT}/report/{kind}_{m}.png" for kind in ("posterior_map", "specification_curve", "sobol", "loo")]
-    for c in config.get("claims", []):
+    for c in config["claims"]:
         figures += [f"{OUT}/report/claim_{c['name']}.png", f"{OUT}/report/claim_{c['name']}_where.png"]
     return [f"{OUT}/report/claims.json", f"{OUT}/report/claims.csv", f"{OUT}/report.html"] + figures

@@ -14,7 +14,7 @@ rule design:
         sizes=lambda wildcards: round_sizes(config)[: int(wildcards.round) + 1],
         shard_size=config["training"]["shard_size"],
         seed=config["seed"],
-    threads: config["design"].get("threads", 2)
+    threads: config["design"]["threads"]
     conda:
         "../../envs/design.yaml"
     script:

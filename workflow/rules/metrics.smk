@@ -11,11 +11,11 @@ rule metrics:
         f"{OUT}/benchmark/metrics/r{{round}}_s{{shard}}_seed{{replicate}}.tsv"
     params:
         model=config["model"],
-        sharpness=config.get("metrics", {}).get("sharpness"),
-    threads: config["training"].get("threads", 1)
+        sharpness=config["metrics"].get("sharpness"),
+    threads: config["training"]["threads"]
     resources:
-        mem_mb=config["training"].get("mem_mb", 2000),
-        runtime=config["training"].get("runtime", 30),
+        mem_mb=config["training"]["mem_mb"],
+        runtime=config["training"]["runtime"],
     conda:
         "../../envs/torch.yaml"
     script:

@@ -11,14 +11,14 @@ rule train:
         f"{OUT}/benchmark/train/r{{round}}_s{{shard}}_seed{{replicate}}.tsv"
     params:
         model=config["model"],
-        training={k: config["training"].get(k) for k in ("epochs", "device", "base_batch")},
+        training={k: config["training"][k] for k in ("epochs", "device", "base_batch")},
         seed=config["seed"],
-    threads: config["training"].get("threads", 1)
+    threads: config["training"]["threads"]
     resources:
-        mem_mb=config["training"].get("mem_mb", 2000),
-        runtime=config["training"].get("runtime", 30),
-        gpu=1 if config["training"].get("device") == "cuda" else 0,
-    retries: config["training"].get("retries", 1)
+        mem_mb=config["training"]["mem_mb"],
+        runtime=config["training"]["runtime"],
+        gpu=1 if config["training"]["device"] == "cuda" else 0,
+    retries: config["training"]["retries"]
     conda:
         "../../envs/torch.yaml"
     script:
