@@ -8,7 +8,7 @@ from multiverse.claims.comparison import gp_answer, observed_answer
 from multiverse.gp import fit_gp
 from multiverse.report import claims_table
 from multiverse.space import SearchSpace
-from multiverse.surrogate import Surrogate
+from multiverse.surrogate import REPORT_KERNEL, Surrogate
 
 SPACE = {
     "optimizer": {"type": "categorical", "choices": ["sgd", "adam"]},
@@ -28,7 +28,7 @@ def _multiverse(effect, noise=0.02, n=40, seed=0):
 
 def _verdicts(effect, noise=0.02, seed=0):
     space, us, y = _multiverse(effect, noise, seed=seed)
-    model = fit_gp(space, us, y, seed=0)
+    model = fit_gp(space, us, y, seed=0, kernel=REPORT_KERNEL)  # the report's surrogate
     base = reference_universes(space, 64, 1, fix="optimizer")
     gp = gp_answer(Surrogate.of(model, space), space, CLAIM, base, 256, seed=0)
     obs = observed_answer(y, [u["optimizer"] for u in us], CLAIM, 1000, seed=0)

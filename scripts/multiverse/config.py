@@ -204,49 +204,42 @@ def check_metric(name: str, key: str, metrics: list[str]) -> None:
         raise ConfigError(key, f"a metric among {metrics}{hint}", name)
 
 
+class Checks:
+    """The checks a claim type's ``check`` uses (:mod:`multiverse.claims`): a metric the
+    study has, a dimension of the right kind, levels of a categorical dimension."""
+
+    def __init__(self, space: Mapping[str, Mapping[str, Any]], metrics: list[str]):
+        self.space, self.metrics = space, metrics
+
+    def metric(self, name: str, key: str) -> None:
+        check_metric(name, key, self.metrics)
+
+    def dimension(self, value: Any, key: str, categorical: bool | None) -> None:
+        if value not in self.space:
+            raise ConfigError(key, f"a dimension among {list(self.space)}", value)
+        if categorical is not None and (self.space[value]["type"] == "categorical") != categorical:
+            raise ConfigError(key, f"a {'categorical' if categorical else 'numeric'} dimension", value)
+
+    def groups(self, claim: Mapping[str, Any], key: str) -> None:
+        """``dimension`` is categorical and ``a``, ``b`` are disjoint sets of its levels."""
+        dim = claim["dimension"]
+        self.dimension(dim, f"{key}.dimension", categorical=True)
+        for side in ("a", "b"):
+            for level in claim[side]:
+                if level not in self.space[dim]["choices"]:
+                    raise ConfigError(f"{key}.{side}", f"levels of '{dim}' among {self.space[dim]['choices']}", level)
+        if set(claim["a"]) & set(claim["b"]):
+            raise ConfigError(f"{key}.b", "levels disjoint from a", claim["b"])
+
+
 def check_claim(claim: Mapping[str, Any], key: str, space: Mapping[str, Mapping[str, Any]], metrics: list[str]) -> None:
-    """A claim names metrics, dimensions and levels that exist, of the kind its type needs."""
-    kind = claim["type"]
+    """A claim names metrics, dimensions and levels that exist, of the kind its type
+    needs (each claim type's own ``check``)."""
+    from multiverse.claims import kind
 
-    def metric(field: str) -> None:
-        check_metric(claim[field], f"{key}.{field}", metrics)
-
-    def dimension(field: str, value: Any, categorical: bool) -> None:
-        if value not in space:
-            raise ConfigError(f"{key}.{field}", f"a dimension among {list(space)}", value)
-        if categorical is not None and (space[value]["type"] == "categorical") != categorical:
-            raise ConfigError(f"{key}.{field}", f"a {'categorical' if categorical else 'numeric'} dimension", value)
-
-    if kind == "correlation":
-        metric("x")
-        metric("y")
-        if claim["x"] == claim["y"]:
-            raise ConfigError(f"{key}.y", "a metric other than x", claim["y"])
-        return
-    metric("metric")
-    dim = claim["dimension"]
-    if kind == "trend":
-        dimension("dimension", dim, categorical=False)
-        for j, g in enumerate(claim["given"]):
-            dimension(f"given[{j}]", g, categorical=None)
-            if g == dim:
-                raise ConfigError(f"{key}.given[{j}]", f"a dimension other than '{dim}'", g)
-        if claim.get("scaled"):
-            s = claim["scaled"]["dimension"]
-            dimension("scaled.dimension", s, categorical=False)
-            if s == dim or not (space[s]["log"] and space[dim]["log"]):
-                raise ConfigError(f"{key}.scaled.dimension", f"a log-scaled numeric dimension other than '{dim}' "
-                                  f"(and '{dim}' log-scaled too)", s)
-        return
-    dimension("dimension", dim, categorical=True)
-    for side in ("a", "b"):
-        for level in claim[side]:
-            if level not in space[dim]["choices"]:
-                raise ConfigError(f"{key}.{side}", f"levels of '{dim}' among {space[dim]['choices']}", level)
-    if set(claim["a"]) & set(claim["b"]):
-        raise ConfigError(f"{key}.b", "levels disjoint from a", claim["b"])
-    if kind == "expected_best" and claim.get("max_budget") and claim["max_budget"] < claim["min_budget"]:
-        raise ConfigError(f"{key}.max_budget", f"at least min_budget ({claim['min_budget']})", claim["max_budget"])
+    if claim.get("margin") is not None and claim["margin"] < 0:
+        raise ConfigError(f"{key}.margin", "a margin >= 0 in the statistic's units", claim["margin"])
+    kind(claim).check(claim, key, Checks(space, metrics))
 
 
 def space_size(space: Mapping[str, Mapping[str, Any]]) -> float:

@@ -301,3 +301,45 @@ def specification_data(sur, space: SearchSpace, df: pd.DataFrame, metric: str) -
     sd = np.sqrt(s**2 + sur.latent_noise_sd**2)
     z = norm.ppf(0.975)
     return {"table": d, "lo": sur.warp.inverse(m - z * sd), "hi": sur.warp.inverse(m + z * sd)}
+
+
+# --- the README's tables ----------------------------------------------------------
+def markdown_claims(claims: Sequence[Mapping[str, Any]]) -> str:
+    """A Markdown table of a study's claims (from ``claims.json``): the headline's badge,
+    the GP's P(holds) and estimate, the share where it holds, the observed estimate and
+    where it holds, fails or is uncertain, trend conditions as their own rows."""
+
+    def num(x: Any) -> str:
+        return "n/a" if x is None or not np.isfinite(x) else f"{x:.2f}"
+
+    def est(x: Mapping[str, Any]) -> str:
+        clean = {k: (np.nan if v is None else v) for k, v in x.items() if k.startswith("effect")}
+        return fmt(clean) if clean else "n/a"
+
+    lines = ["| claim | verdict | GP P(holds) | GP estimate [95% CrI] | share where it holds [95% CrI] | "
+             "observed estimate [95% CI] | where it holds, fails or is uncertain (GP) |",
+             "|---|---|---|---|---|---|---|"]
+    for c in claims:
+        for r in C.TYPES[c["type"]].rows(c):
+            g, o = r["gp"], r["observed"]
+            share = ("" if g.get("fraction_holds") is None else
+                     f"{g['fraction_holds']:.2f} [{g['fraction_holds_lo']:.2f}, {g['fraction_holds_hi']:.2f}]")
+            name = c["statement"] if r["label"] == "marginal" else f"... {r['label']}"
+            verdict = (f"**{c['headline']['badge']}**: " if r["label"] == "marginal" else "") + r["summary"]
+            p = num(g.get("p_holds"))
+            if r["label"] == "marginal" and (c.get("family") or {}).get("conditions", 0) > 1:
+                p += f" (every condition: {num(c['family']['p_all'])})"
+            where = ((g.get("regions") or {}).get("text") or "").replace("|", "/")
+            lines.append(f"| {name} | {verdict} | {p} | {est(g)} | {share} | {est(o)} | {where} |")
+    return "\n".join(lines)
+
+
+def markdown_sensitivity(sensitivity: Mapping[str, Any], metric: str) -> str:
+    """One sentence of a metric's total- and first-order Sobol indices with 95% CrIs."""
+    s = sensitivity.get(metric)
+    if not s:
+        return f"No surrogate for {metric}."
+    order = sorted(s, key=lambda d: -s[d]["total"])
+    total = ", ".join(f"{d} {s[d]['total']:.2f} [{s[d]['total_lo']:.2f}, {s[d]['total_hi']:.2f}]" for d in order)
+    first = ", ".join(f"{d} {s[d]['first']:.2f} [{s[d]['first_lo']:.2f}, {s[d]['first_hi']:.2f}]" for d in order)
+    return f"Sobol indices of {metric} (95% CrI): total-order {total}; first-order {first}."

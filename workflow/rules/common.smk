@@ -57,10 +57,23 @@ def previous_metrics(wildcards):
     return universe_files("metrics.json", range(int(wildcards.round)), seeds=seeds)
 
 
+CLAIMS = [c["name"] for c in config["claims"]]
+
+
+def report_figures():
+    """Every figure's path keyed by what it shows: per metric and per claim."""
+    per_metric = {"maps": "posterior_map", "curves": "specification_curve", "sobol": "sobol", "loo": "loo"}
+    figures = {
+        kind: {m: f"{OUT}/report/{stem}_{m}.png" for m in report_metrics(config)}
+        for kind, stem in per_metric.items()
+    }
+    figures["claim_figures"] = {c: f"{OUT}/report/claim_{c}.png" for c in CLAIMS}
+    figures["where_figures"] = {c: f"{OUT}/report/claim_{c}_where.png" for c in CLAIMS}
+    return figures
+
+
 def report_outputs():
-    figures = [f"{OUT}/report/outcomes_vs_dimensions.png", f"{OUT}/report/claims.png"]
-    for m in report_metrics(config):
-        figures += [f"{OUT}/report/{kind}_{m}.png" for kind in ("posterior_map", "specification_curve", "sobol", "loo")]
-    for c in config["claims"]:
-        figures += [f"{OUT}/report/claim_{c['name']}.png", f"{OUT}/report/claim_{c['name']}_where.png"]
-    return [f"{OUT}/report/claims.json", f"{OUT}/report/claims.csv", f"{OUT}/report.html"] + figures
+    """Every file the report rule writes."""
+    figures = [p for paths in report_figures().values() for p in paths.values()]
+    return [f"{OUT}/report/claims.json", f"{OUT}/report/claims.csv", f"{OUT}/report.html",
+            f"{OUT}/report/outcomes_vs_dimensions.png", f"{OUT}/report/claims.png"] + figures

@@ -1,18 +1,3 @@
-CLAIMS = [c["name"] for c in config.get("claims", [])]
-
-
-def report_figures():
-    """Every figure's path keyed by what it shows: per metric and per claim."""
-    per_metric = {"maps": "posterior_map", "curves": "specification_curve", "sobol": "sobol", "loo": "loo"}
-    figures = {
-        kind: {m: f"{OUT}/report/{stem}_{m}.png" for m in report_metrics(config)}
-        for kind, stem in per_metric.items()
-    }
-    figures["claim_figures"] = {c: f"{OUT}/report/claim_{c}.png" for c in CLAIMS}
-    figures["where_figures"] = {c: f"{OUT}/report/claim_{c}_where.png" for c in CLAIMS}
-    return figures
-
-
 rule report:
     input:
         table=f"{OUT}/multiverse.parquet",
@@ -71,7 +56,7 @@ rule report:
     params:
         config={k: config[k] for k in ("study", "seed", "space", "design", "claims", "report")},
         figures=report_figures(),
-    threads: config["report"].get("threads", 2)
+    threads: config["report"]["threads"]
     conda:
         "../../envs/report.yaml"
     script:
