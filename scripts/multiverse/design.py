@@ -12,10 +12,9 @@ Strategies (``design.strategy``), each reproducible from the study's seed:
 - ``grid``: a full factorial grid (``design.grid_levels`` values per numeric
   dimension), visited in a seeded random order, each round taking the next slice.
 
-Why not ``optimize_acqf`` on BoTorch's ``qNegIntegratedPosteriorVariance``: on this
-kind of 2-core machine it took 35-80 s per round of 4, and Ax's generator with it
-longer (``benchmarks/design_speed.py``), almost all of it in the acquisition
-optimiser. For a GP, adding a point ``c`` with noise ``s2`` lowers the posterior
+Why not ``optimize_acqf`` on BoTorch's ``qNegIntegratedPosteriorVariance``: speed
+(``benchmarks/design_speed.py``; its table is in the README), almost all of its time
+in the acquisition optimiser. For a GP, adding a point ``c`` with noise ``s2`` lowers the posterior
 covariance by the rank-one term ``C[:, c] C[c, :] / (C[c, c] + s2)`` (the variance does
 not depend on the value observed), so the IPV reduction of every candidate is one
 matrix expression and the greedy batch is ``q`` rank-one updates. The score equals

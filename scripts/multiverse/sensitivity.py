@@ -13,11 +13,8 @@ GP and outcome warp.
 
 The Saltelli matrices ``A`` and ``B`` are the two halves of one ``2k``-dimensional
 scrambled Sobol sequence. Ax's ``input_qmc=True`` draws them as two scramblings of the
-same ``k``-dimensional sequence instead, whose points pair up correlated (a correlation
-of 0.61 between A's and B's column in one check): for ``f = 4 x_1 + [x_2 > 0.5]`` it
-gave first-order indices 0.33 and 0.32 against the true 0.84 and 0.16, and its
-pseudo-random default gave 0.94 and 0.004 with 256 points. The halves of one sequence
-give 0.840 and 0.158 with 256 points (seeds 0-2).
+same ``k``-dimensional sequence instead, whose points pair up correlated, which biased
+the indices badly on a known function (measured: the README's "Measured choices").
 
 One path's indices are biased up: a path is the posterior mean plus a deviation that
 wiggles along every dimension, so its partial variances are ``Var_i(mean) +
@@ -31,9 +28,7 @@ keeps the spread of the per-path indices, shifted onto the cross-path estimate.
 The paths are split among several scramblings of the Saltelli points so that the
 interval holds the quasi-Monte Carlo error as well (one scrambling's error is common to
 all of its paths). Resampling one scrambling's rows instead treats them as independent
-and overstated that error 3-10 times (a bootstrap sd of 0.08 against 0.02 over
-scramblings for lr's first-order index at 256 rows), widening the intervals 1.4-1.9
-times.
+and overstated that error (the README's "Measured choices").
 """
 
 from __future__ import annotations

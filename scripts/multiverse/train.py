@@ -184,7 +184,7 @@ def train_universe(
     dev = resolve_device(device)
     if dev.type == "cuda":
         # The CPU kernels used here are deterministic already (tests/test_train.py checks
-        # bitwise-equal weights); the global switch costs 1.4 s per process on the CPU.
+        # bitwise-equal weights); the global switch costs seconds per process on the CPU.
         torch.use_deterministic_algorithms(True, warn_only=True)
     torch.manual_seed(seed)
     t, shape = as_tensors(data, dev)
