@@ -250,6 +250,12 @@ def covered(lo_hi, truth):
     return lo_hi[0] < truth < lo_hi[1]
 
 
+#: Draws of 24 whose interval must hold the truth, per claim type (the issue's bar is 22).
+#: Expected best: 23 of 24 (21 before; 22 once the least favourable budget's upper end
+#: reaches the budgets' own, 23 with the reference set's error: multiverse.claims.expected_best).
+BAR = {"comparison": 20, "trend": 20, "correlation": 17, "expected_best": 22}
+
+
 @pytest.mark.parametrize("kind", ["comparison", "trend", "correlation", "expected_best"])
 def test_gp_intervals_cover_the_truth_over_repeated_draws(kind):
     """Over repeated noisy draws of the same multiverse, each claim type's 95% credible
@@ -280,6 +286,7 @@ def test_gp_intervals_cover_the_truth_over_repeated_draws(kind):
         truth = float(stats.kendall_tau(f(big[:1500]), g(big[:1500])))
     else:
         claim = {**BEST, "max_budget": 4}
+        # one seed's noise, the basis gp_answer samples on (noise=1 x latent_noise_sd = 0.01)
         rng = np.random.default_rng(0)
         va, vb = (f(s) + noise * rng.standard_normal(len(s)) for s in (adam, sgd))
         truth = float(np.min(stats.mean_max(va, [1, 2, 3, 4]) - stats.mean_max(vb, [1, 2, 3, 4])))
@@ -301,4 +308,4 @@ def test_gp_intervals_cover_the_truth_over_repeated_draws(kind):
             r = expected_best.gp_answer(model, SPACE, claim, ref, 256, s, [1, 2, 3, 4])
         hits += covered((r["effect_lo"], r["effect_hi"]), truth)
     print(f"{kind}: the 95% interval held the truth in {hits} of {N_DRAWS} draws")
-    assert hits >= (17 if kind == "correlation" else 20), f"{kind}: the 95% interval covered the truth {hits} of {N_DRAWS} times (truth {truth:+.4f})"
+    assert hits >= BAR[kind], f"{kind}: the 95% interval covered the truth {hits} of {N_DRAWS} times (truth {truth:+.4f})"
