@@ -253,18 +253,19 @@ def covered(lo_hi, truth):
 #: Draws of 24 whose interval must hold the truth, per claim type (the issue's bar is 22).
 #: Expected best: 23 of 24 (21 before; 22 once the least favourable budget's upper end
 #: reaches the budgets' own, 23 with the reference set's error: multiverse.claims.expected_best).
-BAR = {"comparison": 20, "trend": 20, "correlation": 17, "expected_best": 22}
+#: Comparison 24 and trend 22 of 24 (24 and 21 with the Matern kernel alone; the linear
+#: term keeps a trend from being pulled flat at the range's ends: multiverse.gp.KERNELS).
+BAR = {"comparison": 22, "trend": 22, "correlation": 17, "expected_best": 22}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["comparison", "trend", "correlation", "expected_best"])
 def test_gp_intervals_cover_the_truth_over_repeated_draws(kind):
-    """Over repeated noisy draws of the same multiverse, each claim type's 95% credible
-    interval holds the true value of its statistic (computed from the noise-free
-    function on a large Sobol sample) in at least 20 of 24 draws (for a calibrated 95%
-    interval, fewer than 20 happens with probability 0.008).
-
-    Correlation falls short: the two-outcome GP's tau interval held the truth in 19 of
-    24 draws (about 80%), so its bar is 17; two independent GPs held it in 3 of 24."""
+    """Over repeated noisy draws of the same multiverse (64 universes), each claim type's
+    95% credible interval holds the true value of its statistic (computed from the
+    noise-free function on a large Sobol sample) in at least :data:`BAR` of 24 draws
+    (for a calibrated 95% interval, fewer than 22 happens with probability 0.12, fewer
+    than 20 with probability 0.006)."""
     big = SPACE.sobol(4096, 99)
     f = lambda us: (0.05 * np.sin(3 * pos(us, "lr")) + 0.04 * pos(us, "batch_size")  # noqa: E731
                     + np.where([u["optimizer"] == "adam" for u in us], 0.03 * pos(us, "lr"), 0.0))
