@@ -160,6 +160,22 @@ def _condition(meta, threshold: float, left: bool) -> str:
     return f"{d.name} {'<' if left else '>='} {t:.2g}"
 
 
+def _rule(path: Sequence[tuple]) -> str:
+    """A leaf's conditions in the space's terms, two splits on one numeric dimension
+    merged into the tighter bound (``lr >= 0.03 and lr >= 0.19`` is ``lr >= 0.19``)."""
+    tightest: dict[tuple, tuple] = {}
+    order = []
+    for meta, thr, left in path:
+        key = (meta[0].name, meta[1], left) if meta[1] is None else (meta[0].name, meta[1], None)
+        if key not in tightest:
+            order.append(key)
+            tightest[key] = (meta, thr, left)
+        elif meta[1] is None:
+            keep = min if left else max
+            tightest[key] = (meta, keep(thr, tightest[key][1]), left)
+    return " and ".join(_condition(*tightest[k]) for k in order) or "everywhere"
+
+
 #: The order verdict labels are listed in.
 LABEL_ORDER = ("holds", "equivalent", "fails", "uncertain")
 
@@ -211,12 +227,12 @@ def describe_regions(space, universes: Sequence[Mapping[str, Any]], labels, excl
         lb = label(node)
         if lb is not None:  # a leaf, or siblings that agree: one rule
             inside = np.isin(leaf_of, list(under(node)))
-            leaves.append({"rule": " and ".join(rules) or "everywhere", "label": lb, "holds": lb == "holds",
+            leaves.append({"rule": _rule(rules), "label": lb, "holds": lb == "holds",
                            "share": float(inside.mean()), "purity": float(np.mean(labels[inside] == lb))})
             return
         m, thr = meta[t.feature[node]], float(t.threshold[node])
-        walk(t.children_left[node], rules + [_condition(m, thr, True)])
-        walk(t.children_right[node], rules + [_condition(m, thr, False)])
+        walk(t.children_left[node], rules + [(m, thr, True)])
+        walk(t.children_right[node], rules + [(m, thr, False)])
 
     walk(0, [])
     acc = float(tree.score(X, labels))
