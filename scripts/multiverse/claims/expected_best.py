@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from multiverse.claims import common
+from multiverse.claims import common, comparison
 from multiverse.lazy import np
 
 NAME = "expected_best"
@@ -45,8 +45,8 @@ STATISTIC = "expected-best difference a - b at the least favourable budget"
 FIGURE, WHERE_FIGURE = "expected_best_curves", "expected_best_difference"
 
 
-def metrics(claim: Mapping[str, Any]) -> list[str]:
-    return [claim["metric"]]
+#: One metric compared between two groups, as in a comparison.
+metrics = comparison.metrics
 
 
 def statement(claim: Mapping[str, Any]) -> str:
@@ -57,8 +57,7 @@ def statement(claim: Mapping[str, Any]) -> str:
 def check(claim: Mapping[str, Any], key: str, checks) -> None:
     from multiverse.config import ConfigError
 
-    checks.metric(claim["metric"], f"{key}.metric")
-    checks.groups(claim, key)
+    comparison.check(claim, key, checks)
     if claim.get("max_budget") and claim["max_budget"] < claim.get("min_budget", 1):
         raise ConfigError(f"{key}.max_budget", f"at least min_budget ({claim.get('min_budget', 1)})", claim["max_budget"])
 
@@ -192,12 +191,11 @@ def gp_answer(sur, space, claim: Mapping[str, Any], base: Sequence[Mapping[str, 
     (:func:`multiverse.stats.reference_mean`); MeanMax of a subset drawn without
     replacement is unbiased for the whole set's."""
     from multiverse import stats
-    from multiverse.claims.comparison import comparison_universes
 
     if not ks:
         return stats.too_few(budgets=[])
     na, nb, m = len(claim["a"]), len(claim["b"]), len(base)
-    f = sur.latent(comparison_universes(claim, base), n_samples, seed).reshape(n_samples, na + nb, m)
+    f = sur.latent(comparison.comparison_universes(claim, base), n_samples, seed).reshape(n_samples, na + nb, m)
     rng = np.random.default_rng(seed)
     eps = rng.standard_normal((n_samples, 1, m))  # the same draw for every level
     f = sur.warp.inverse(f + noise * sur.latent_noise_sd * eps)
