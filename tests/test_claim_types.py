@@ -9,7 +9,6 @@ from multiverse import gp, stats
 from multiverse.claims import comparison, expected_best
 from multiverse.claims import correlation as correlation_claim
 from multiverse.claims import trend as trend_claim
-from multiverse.claims.correlation import JointSurrogate
 from multiverse.space import SearchSpace
 from multiverse.surrogate import REPORT_KERNEL, Surrogate
 
@@ -26,7 +25,8 @@ def fit_gp(space, us, y, seed, noise_sd=0.0):
 
 
 def joint(space, us, Y, seed):
-    return JointSurrogate(gp.fit_multitask_gp(space, us, Y, seed), space, [gp.IDENTITY, gp.IDENTITY])
+    """The correlation claim's two-outcome surrogate (on the metrics' scale: no warps)."""
+    return correlation_claim.fit_joint(space, us, Y[:, 0], Y[:, 1], seed, [gp.IDENTITY, gp.IDENTITY])
 
 
 def pos(us, name):
@@ -126,8 +126,9 @@ def test_correlation_that_holds_everywhere():
     gp, obs = correlation(lr_effect, lambda us: 2 * lr_effect(us))
     assert gp["verdict"] == obs["verdict"] == gp["granulated_per_dimension"]["lr"]["verdict"] == "holds"
     assert gp["effect"] > 0.5 and obs["effect"] > 0.5
-    # along the choices that move neither metric, tau is noise: the granulated mean is diluted
-    assert gp["granulated_per_dimension"]["lr"]["effect"] > 0.8 and gp["granulated"]["effect"] > 0.2
+    # the choices that move neither metric have no tau (finding 3): the granulated mean is lr's
+    assert set(gp["granulated_excluded"]) == {"optimizer", "batch_size"}
+    assert gp["granulated_per_dimension"]["lr"]["effect"] > 0.8 and gp["granulated"]["effect"] > 0.8
 
 
 def test_correlation_that_holds_nowhere():
@@ -255,7 +256,10 @@ def covered(lo_hi, truth):
 #: reaches the budgets' own, 23 with the reference set's error: multiverse.claims.expected_best).
 #: Comparison 24 and trend 22 of 24 (24 and 21 with the Matern kernel alone; the linear
 #: term keeps a trend from being pulled flat at the range's ends: multiverse.gp.KERNELS).
-BAR = {"comparison": 22, "trend": 22, "correlation": 17, "expected_best": 22}
+#: Correlation 23 of 24 (18 with one shared RBF kernel on unstandardised outcomes, 20
+#: with a Matern one on standardised outcomes, 21 with the two-latent LMC at its MAP
+#: hyperparameters, 23 averaged over draws of them: multiverse.gp.fit_multitask_gp).
+BAR = {"comparison": 22, "trend": 22, "correlation": 22, "expected_best": 22}
 
 
 @pytest.mark.slow
