@@ -233,18 +233,21 @@ def outcome_scale(model) -> float:
 
 
 @torch.no_grad()
-def posterior_mean_std(model, X: torch.Tensor, chunk: int = 1024) -> tuple[np.ndarray, np.ndarray]:
+def posterior_mean_std(model, X: torch.Tensor, chunk: int = 4096) -> tuple[np.ndarray, np.ndarray]:
     """Marginal posterior mean and standard deviation of the latent function at ``n x d`` ``X``.
 
-    Evaluated in chunks: 40k points took 0.3 s in chunks of 1,024 and 3.9 s in chunks
-    of 8,192 (measured here), as larger chunks hit slower paths in GPyTorch.
+    Each point is its own batch (``n x 1 x d``), so no joint covariance between the
+    points is formed (the same numbers, many times faster: README, "Measured choices").
     """
     means, stds = [], []
     for i in range(0, len(X), chunk):
-        post = model.posterior(X[i : i + chunk])
-        means.append(post.mean.squeeze(-1))
-        stds.append(post.variance.clamp_min(0).sqrt().squeeze(-1))
-    return torch.cat(means).numpy(), torch.cat(stds).numpy()
+        post = model.posterior(X[i : i + chunk].unsqueeze(-2))
+        means.append(post.mean.squeeze(-2))
+        stds.append(post.variance.clamp_min(0).sqrt().squeeze(-2))
+    mean, std = torch.cat(means), torch.cat(stds)
+    if mean.shape[-1] == 1:  # one outcome: a vector; several: n x m
+        mean, std = mean.squeeze(-1), std.squeeze(-1)
+    return mean.numpy(), std.numpy()
 
 
 def partial_dependence(
