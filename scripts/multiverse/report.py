@@ -99,6 +99,8 @@ def claims_table(claims: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
         gp_est, obs_est = fmt(g), fmt(o)
         if c["type"] == "correlation" and "granulated" in g:
             gp_est += f"; granulated {fmt(g['granulated'])}"
+        if c["type"] == "correlation" and g.get("granulated_excluded"):
+            gp_est += " (left out: " + ", ".join(f"{d}: {why}" for d, why in g["granulated_excluded"].items()) + ")"
         if c["type"] == "correlation" and np.isfinite(o.get("granulated_matched", np.nan)):
             obs_est += (f"; granulated ({o['granulated_matched_groups']} matched groups) {o['granulated_matched']:+.3f} "
                         f"[{o['granulated_matched_lo']:+.3f}, {o['granulated_matched_hi']:+.3f}]")
