@@ -50,8 +50,8 @@ def block(study: str) -> str:
 
     claims = json.loads((ROOT / f"results/{study}/report/claims.json").read_text())
     head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=ROOT, capture_output=True,
-                           text=True).stdout.strip()
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!README.md"],
+                           cwd=ROOT, capture_output=True, text=True).stdout.strip()  # this script writes the README
     first = claims["claims"][0]["claim"]
     metric = first.get("metric") or first.get("x")
     statuses = ", ".join(f"{n} {s}" for s, n in claims["status_counts"].items())
