@@ -6,8 +6,8 @@ Effect: the difference ``a - b`` at the budget least favourable to the claim; th
 holds in a sample when it holds at every budget. The effect interval's end on the
 claim's side reaches at least the nearest of the budgets' own: the per-sample minimum
 over near-tied budgets is pulled against the claim by its noise (a winner's curse),
-which put the GP's interval below the truth in the calibration test (it held the truth
-in 21 of 24 draws; 22 with this; 23 with the reference set's error too).
+which put the GP's interval below the truth in the calibration test (the README's
+"Measured choices").
 
 Both answers are on one noise basis: the observed side maximises over universes' means
 over their seeds, and the GP side adds the noise of such a mean (one seed's noise over
