@@ -147,16 +147,19 @@ def headline(c: Mapping[str, Any]) -> dict[str, str]:
     if not np.isfinite(source.get("effect", np.nan)):
         text = f"{c['statement']}: too few universes to say."
         return {"badge": badge, "text": text}
-    text = f"{c['statement']}: {badge} by {who} ({C.TYPES[c['type']].STATISTIC} {fmt(source)}, P(holds) {source['p_holds']:.2f}"
+    text = f"{c['statement']}: {badge} ({who}: {C.TYPES[c['type']].STATISTIC} {fmt(source)}, P(holds) {source['p_holds']:.2f}"
     if "p_equivalent" in source:
         text += f", P(equivalent within {c['claim']['margin']:g}) {source['p_equivalent']:.2f}"
     text += ")"
-    if np.isfinite(g.get("fraction_holds", np.nan)):
-        text += (f"; holds on {g['fraction_holds']:.0%} of the multiverse "
-                 f"[{g['fraction_holds_lo']:.0%}, {g['fraction_holds_hi']:.0%}]")
+    if shares:
+        order = sorted(shares, key=lambda lb: common.LABEL_ORDER.index(lb) if lb in common.LABEL_ORDER else 9)
+        text += "; by local verdicts it " + ", ".join(f"{lb} on {shares[lb]:.0%}" for lb in order) + " of the multiverse"
     fails = [leaf for leaf in regions.get("leaves", []) if leaf["label"] == "fails"]
     if fails:
-        text += "; fails for " + "; or ".join(leaf["rule"] for leaf in fails)
+        text += " (fails for " + "; or ".join(leaf["rule"] for leaf in fails) + ")"
+    if np.isfinite(g.get("fraction_holds", np.nan)):
+        text += (f"; its effect has the claimed sign on {g['fraction_holds']:.0%} of it "
+                 f"[{g['fraction_holds_lo']:.0%}, {g['fraction_holds_hi']:.0%}]")
     family = c.get("family") or {}
     if family.get("conditions", 0) > 1:
         text += f"; P(holds at every one of its {family['conditions']} conditions) {family['p_all']:.2f}"
