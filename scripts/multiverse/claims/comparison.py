@@ -130,24 +130,33 @@ def _probabilities(s: Mapping[str, Any]) -> dict[str, Any]:
             "p_equivalent": None if s["p_equivalent"] is None else s["p_equivalent"].tolist()}
 
 
-def analyse(claim: Mapping[str, Any], ctx, i: int, influence) -> dict[str, Any]:
-    from multiverse import stats
+def prepare(claim: Mapping[str, Any], ctx, i: int, observed) -> tuple[int, Any, Any, list[dict], dict[str, Any]]:
+    """What a claim between two groups of levels starts from (a comparison, an expected
+    best): its GP seed, the observed universes' values, the surrogate, the reference set
+    where the claim is read (converging under every compared level) and the observed
+    answer (``observed(values, groups, claim, n_boot, seed)``)."""
     from multiverse.ids import derive_seed
 
     s_gp, s_obs = derive_seed(ctx.seed, 100 + i), derive_seed(ctx.seed, 200 + i)
     metric, dim = claim["metric"], claim["dimension"]
     y = ctx.values(metric)
-    obs = observed_answer(y, [u[dim] for u in ctx.universes], claim, ctx.bootstrap, s_obs)
-    sur = ctx.surrogates.get(metric)
+    obs = observed(y, [u[dim] for u in ctx.universes], claim, ctx.bootstrap, s_obs)
     base, share = ctx.converging([metric], ctx.reference_set(fix=dim),
                                  [{dim: lv} for lv in list(claim["a"]) + list(claim["b"])])
-    out: dict[str, Any] = {"observed": obs, "read_where": common.where_read(share), "converged_share": share}
+    out = {"observed": obs, "read_where": common.where_read(share), "converged_share": share}
+    return s_gp, y, ctx.surrogates.get(metric), base, out
+
+
+def analyse(claim: Mapping[str, Any], ctx, i: int, influence) -> dict[str, Any]:
+    from multiverse.ids import derive_seed
+
+    s_gp, y, sur, base, out = prepare(claim, ctx, i, observed_answer)
     if sur is None or len(base) < 2:
         out["gp"] = common.no_surrogate(int(np.isfinite(y).sum()))
     else:
         out["gp"] = gp_answer(sur, ctx.space, claim, base, ctx.samples, s_gp)
         out["figures"] = figure_data(sur, ctx.space, claim, base, influence, derive_seed(s_gp, 1))
-    return {**out, **common.judge(out["gp"], obs, claim["relation"])}
+    return {**out, **common.judge(out["gp"], out["observed"], claim["relation"])}
 
 
 def rows(result: Mapping[str, Any]) -> list[dict[str, Any]]:

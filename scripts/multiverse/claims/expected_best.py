@@ -210,24 +210,17 @@ def gp_answer(sur, space, claim: Mapping[str, Any], base: Sequence[Mapping[str, 
 
 
 def analyse(claim: Mapping[str, Any], ctx, i: int, influence) -> dict[str, Any]:
-    from multiverse.ids import derive_seed
     from multiverse.surrogate import per_universe
 
-    s_gp, s_obs = derive_seed(ctx.seed, 100 + i), derive_seed(ctx.seed, 200 + i)
-    metric, dim = claim["metric"], claim["dimension"]
-    y = ctx.values(metric)
-    obs = observed_answer(y, [u[dim] for u in ctx.universes], claim, ctx.bootstrap, s_obs)
-    sur = ctx.surrogates.get(metric)
-    base, share = ctx.converging([metric], ctx.reference_set(fix=dim),
-                                 [{dim: lv} for lv in list(claim["a"]) + list(claim["b"])])
-    out: dict[str, Any] = {"observed": obs, "read_where": common.where_read(share), "converged_share": share}
+    s_gp, y, sur, base, out = comparison.prepare(claim, ctx, i, observed_answer)
     if sur is None or len(base) < 2:
         out["gp"] = common.no_surrogate(int(np.isfinite(y).sum()))
     else:
-        seeds = np.isfinite(per_universe(ctx.df, ctx.space, metric)[1]).sum(1)
+        seeds = np.isfinite(per_universe(ctx.df, ctx.space, claim["metric"])[1]).sum(1)
         per = float(np.mean(seeds[seeds > 0])) if (seeds > 0).any() else 1.0
-        out["gp"] = gp_answer(sur, ctx.space, claim, base, ctx.samples, s_gp, obs["budgets"], noise=1 / np.sqrt(per))
-    return {**out, **common.judge(out["gp"], obs, claim["relation"])}
+        out["gp"] = gp_answer(sur, ctx.space, claim, base, ctx.samples, s_gp, out["observed"]["budgets"],
+                              noise=1 / np.sqrt(per))
+    return {**out, **common.judge(out["gp"], out["observed"], claim["relation"])}
 
 
 def rows(result: Mapping[str, Any]) -> list[dict[str, Any]]:
