@@ -9,7 +9,6 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-import yaml
 from conftest import ROOT, TINY, make_checkout, snakemake, write_config
 from snakemake.utils import update_config
 
