@@ -470,7 +470,11 @@ def sample_hyperparameters(model: LMCMultiTaskGP, n_draws: int, n_steps: int, se
     (:func:`lmc_log_posterior`), by adaptive Metropolis (Haario et al. 2001) started at
     the fitted values: a Gaussian random walk whose covariance, after the first 200
     steps, is ``2.38^2 / p`` times that of the chain so far; the draws are evenly spaced
-    over the second half of ``n_steps``."""
+    over the second half of ``n_steps``.
+
+    Written here because the libraries do not cover it: BoTorch's fully Bayesian models
+    (``SaasFullyBayesianSingleTaskGP`` and its multi-task form) sample with pyro's NUTS,
+    which the pinned environments do not have, and they have no LMC kernel."""
     X = model.train_inputs[0].detach().numpy()
     Y = model.train_targets.detach().numpy()
     q = len(model.covar_module.covar_module_list)
