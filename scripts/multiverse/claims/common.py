@@ -282,8 +282,11 @@ def judge(gp: Mapping[str, Any], observed: Mapping[str, Any], rel: str = ">") ->
     one says equivalent where the other's verdict excludes it), or their intervals
     exclude each other. A different label that is not opposite (one confident, the
     other uncertain) is a difference in power: the summary says that the other side
-    cannot tell. ``agree`` is True, False (disagree), or None (cannot tell, or too few
-    universes to cross-check).
+    cannot tell. Two confident labels that are different but not opposite (holds and
+    equivalent under an inclusive relation, fails and equivalent under a strict one)
+    are compatible: both exclude the claim's opposite. ``agree`` is True (the same or
+    compatible), False (disagree), or None (cannot tell, or too few universes to
+    cross-check).
     """
     g, o = gp["verdict"], observed["verdict"]
     if g == TOO_FEW:
@@ -295,6 +298,8 @@ def judge(gp: Mapping[str, Any], observed: Mapping[str, Any], rel: str = ">") ->
     disjoint = gp["effect_hi"] < observed["effect_lo"] or observed["effect_hi"] < gp["effect_lo"]
     if _opposite(g, o, rel) or disjoint:
         return {"agree": False, "summary": f"GP says {g}, observed universes say {o}: they disagree"}
+    if "uncertain" not in (g, o):
+        return {"agree": True, "summary": f"GP says {g}, observed universes say {o}: compatible under '{rel}'"}
     if g == "uncertain":
         return {"agree": None, "summary": f"observed universes say {o}; the GP cannot tell (uncertain)"}
     return {"agree": None, "summary": f"GP says {g}; the observed universes cannot tell ({o})"}
