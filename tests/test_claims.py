@@ -118,7 +118,10 @@ def test_finding_7_disagree_only_when_credibly_opposite():
     assert judge(holds, apart)["agree"] is False  # intervals exclude each other
     equivalent = {"verdict": "equivalent", "effect": 0.0, "effect_lo": -0.01, "effect_hi": 0.01}
     assert judge(holds, equivalent, ">")["agree"] is False  # superiority vs equivalence
-    assert judge(holds, {**equivalent, "effect_hi": 0.12}, ">=")["agree"] is None  # non-inferior both ways
+    j = judge(holds, {**equivalent, "effect_hi": 0.12}, ">=")  # non-inferior both ways
+    assert j["agree"] is True and "compatible" in j["summary"]
+    near = {"verdict": "fails", "effect": -0.005, "effect_lo": -0.012, "effect_hi": -0.001}
+    assert judge(near, equivalent, ">")["agree"] is True  # not greater, and within the margin
     assert judge(holds, {"verdict": "too few universes"})["agree"] is None
 
 
@@ -140,3 +143,35 @@ def test_scattered_exceptions_are_not_called_a_region():
     assert regions["shares"] == {"holds": 0.95, "fails": 0.05}
     assert regions["text"] == "holds on 95%, fails on 5% of the multiverse"
     assert all(leaf["label"] == "holds" for leaf in regions["leaves"])
+
+
+def test_report_on_a_space_with_one_numeric_dimension(tmp_path):
+    """A posterior map needs two numeric dimensions: with one, the report still builds,
+    and the map's figure says why it is missing."""
+    import yaml
+
+    from multiverse.config import report_metrics, with_defaults
+    from multiverse.report import build_report
+
+    with open("tests/config/tiny.yaml") as f:
+        config = yaml.safe_load(f)
+    config["space"] = {"optimizer": {"type": "categorical", "choices": ["sgd", "adam"]},
+                       "lr": {"type": "float", "low": 1e-4, "high": 1.0, "log": True}}
+    config["claims"] = [{**CLAIM, "metric": "test_acc"}]
+    config["design"]["outcomes"] = ["test_acc"]
+    config = with_defaults(config)
+    us = SearchSpace.from_config(config["space"]).sobol(16, 0)
+    rng = np.random.default_rng(0)
+    df = pd.DataFrame([{**u, "universe": f"u{i}", "seed": 0, "status": "ok",
+                        "test_acc": 0.9 + 0.03 * (u["optimizer"] == "adam") + 0.01 * rng.standard_normal()}
+                       for i, u in enumerate(us)])
+    df.to_parquet(tmp_path / "table.parquet")
+    per_metric = {k: {m: str(tmp_path / f"{k}_{m}.png") for m in report_metrics(config)}
+                  for k in ("maps", "curves", "sobol", "loo")}
+    out = {"claims_json": str(tmp_path / "claims.json"), "claims_csv": str(tmp_path / "claims.csv"),
+           "claims_figure": str(tmp_path / "claims.png"), "outcomes": str(tmp_path / "outcomes.png"),
+           "html": str(tmp_path / "report.html"), **per_metric,
+           "claim_figures": {"c": str(tmp_path / "c.png")}, "where_figures": {"c": str(tmp_path / "c_where.png")}}
+    result = build_report(str(tmp_path / "table.parquet"), config, out)
+    assert result["claims"][0]["gp"]["verdict"] in ("holds", "uncertain")
+    assert (tmp_path / "maps_test_acc.png").stat().st_size > 0 and (tmp_path / "report.html").exists()

@@ -262,7 +262,11 @@ def build_report(table_path: str, config: Mapping[str, Any], out: Mapping[str, A
                 plots.message_figure(msg, p)
             continue
         dims = common.map_dimensions(space, result["influence"][m], exclude=())
-        plots.posterior_map(posterior_map_data(sur[m], space, dims, base), space, df, m, out["maps"][m])
+        if len(dims) < 2:
+            plots.message_figure(f"No posterior map for {m}: it needs two numeric, unconditional dimensions "
+                                 f"(this space has {len(dims)})", out["maps"][m])
+        else:
+            plots.posterior_map(posterior_map_data(sur[m], space, dims, base), space, df, m, out["maps"][m])
         plots.specification_curve(specification_data(sur[m], space, df, m), space, m, out["curves"][m])
         plots.sobol_bars(result["sensitivity"][m], m, out["sobol"][m])
         plots.loo_calibration(result["diagnostics"][m], m, out["loo"][m])
