@@ -6,7 +6,7 @@ import pytest
 from scipy import integrate
 from scipy import stats as ss
 
-from multiverse import gp, stats
+from multiverse import declaration, gp, stats
 from multiverse.claims import expected_best
 from multiverse.claims.common import Context
 from multiverse.space import SearchSpace
@@ -57,7 +57,8 @@ def test_finding_10_observed_intervals_cover_the_expected_maximum_at_the_budgets
     band, effect = np.zeros((2, len(read))), 0
     for r in range(reps):
         v, g = two_groups(da.rvs(n, random_state=rng), db.rvs(n, random_state=rng))
-        obs = expected_best.observed_answer(v, g, {**BEST, "metric": metric}, 1000, r)
+        obs = expected_best.observed_answer(v, g, {**BEST, "metric": metric}, 1000, r,
+                                            bounds=declaration(metric)["range"])
         assert obs["budgets_observed"] == read and obs["budgets"] == list(range(1, n + 1))
         for i, (key, t) in enumerate((("curve_a", ta), ("curve_b", tb))):
             lo, hi = (np.asarray(obs[key][s][: len(read)]) for s in ("lo", "hi"))

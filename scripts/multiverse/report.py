@@ -48,11 +48,12 @@ def analyse(df: pd.DataFrame, config: Mapping[str, Any]) -> dict[str, Any]:
     rep = config["report"]
     seed = derive_seed(config["seed"], 7)
     metrics = report_metrics(config)
-    sur = fit_surrogates(df, space, metrics, seed)
+    declared = config.get("declared_metrics")
+    sur = fit_surrogates(df, space, metrics, seed, declared)
     divergence = fit_divergence(df, space, derive_seed(seed, 400))
     ctx = common.Context(space=space, df=df, surrogates=sur, divergence=divergence, samples=rep["samples"],
                          reference=rep["reference"], bootstrap=rep["bootstrap"], seed=seed,
-                         universes=per_universe(df, space, metrics[0])[0])
+                         universes=per_universe(df, space, metrics[0])[0], declared=declared)
     base_all = ctx.reference_set()
     infl = {m: influence(s.model, space, base_all) if s else None for m, s in sur.items()}
     diag = {m: loo_diagnostics(s.model, s.warp) if s else None for m, s in sur.items()}

@@ -5,8 +5,8 @@ Surrogates are fitted on one row per universe: the mean over its seeds (replicat
 later rounds included), on the GP's scale (:class:`multiverse.gp.Warp`), with, where any
 universe has two or more seeds, each mean's observed noise as fixed ``train_Yvar``
 (:func:`multiverse.design.seed_noise`), so the GP's uncertainty has the seeds' in it.
-With one seed each, the GP learns the noise. A metric of :data:`multiverse.CONVERGED_ONLY`
-is fitted on converged universes only.
+With one seed each, the GP learns the noise. A metric declared ``converged_only``
+(:data:`multiverse.BUILTIN_METRICS`) is fitted on converged universes only.
 
 Every claim, figure and index reads a surrogate through :meth:`Surrogate.sample` (joint
 posterior samples on the metric's scale), so a warp is applied in one place.
@@ -20,7 +20,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from multiverse import CONVERGED_ONLY, METRIC_RANGE
+from multiverse import declaration
 from multiverse.gp import IDENTITY, MIN_FIT, Warp, fit_gp, joint_samples, noise_variance, outcome_scale
 from multiverse.space import SearchSpace
 
@@ -28,9 +28,10 @@ from multiverse.space import SearchSpace
 REPORT_KERNEL = "matern+linear"
 
 
-def warp_for(metric: str) -> Warp:
-    """The GP scale of a metric, from its declared range (:data:`multiverse.METRIC_RANGE`)."""
-    low, high = METRIC_RANGE.get(metric, (None, None))
+def warp_for(metric: str, declared: Mapping[str, Any] | None = None) -> Warp:
+    """The GP scale of a metric, from its declared range (:func:`multiverse.declaration`;
+    ``declared``: the study's metrics, None for the built-in trainer's)."""
+    low, high = declaration(metric, declared)["range"]
     return Warp(low, high)
 
 
@@ -90,26 +91,29 @@ def universes_of(df: pd.DataFrame, space: SearchSpace) -> list[dict]:
     return [space.universe(row) for row in df[space.names].to_dict("records")]
 
 
-def per_universe(df: pd.DataFrame, space: SearchSpace, metric: str) -> tuple[list[dict], np.ndarray]:
+def per_universe(df: pd.DataFrame, space: SearchSpace, metric: str, declared: Mapping[str, Any] | None = None,
+                 ) -> tuple[list[dict], np.ndarray]:
     """Universes (first row of each ``universe`` group) and an ``n x seeds`` array of
     the metric (NaN-padded; NaN also for a failed seed, and for a diverged one where
-    the metric is of :data:`multiverse.CONVERGED_ONLY`)."""
+    the metric is declared ``converged_only``)."""
+    converged_only = declaration(metric, declared)["converged_only"]
     groups = list(df.groupby("universe", sort=False))
     width = max(len(g) for _, g in groups)
     values = np.full((len(groups), width), np.nan)
     for i, (_, g) in enumerate(groups):
         v = g[metric].to_numpy(dtype=float)
-        if metric in CONVERGED_ONLY and "status" in g:
+        if converged_only and "status" in g:
             v = np.where(g["status"].to_numpy() == "diverged", np.nan, v)
         values[i, : len(g)] = v
     return universes_of(pd.DataFrame([g.iloc[0] for _, g in groups]), space), values
 
 
-def universe_means(df: pd.DataFrame, space: SearchSpace, metric: str) -> np.ndarray:
+def universe_means(df: pd.DataFrame, space: SearchSpace, metric: str, declared: Mapping[str, Any] | None = None,
+                   ) -> np.ndarray:
     """Each universe's mean over its finite seeds, on the metric's scale."""
     import warnings
 
-    values = per_universe(df, space, metric)[1]
+    values = per_universe(df, space, metric, declared)[1]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # a universe with no finite seed: NaN
         return np.nanmean(values, axis=1)
@@ -136,16 +140,19 @@ def fit_values(space: SearchSpace, universes: list[dict], values: np.ndarray, se
     return Surrogate(model, space, warp, universes, observed, noise_sd, replicated)
 
 
-def fit_surrogate(df: pd.DataFrame, space: SearchSpace, metric: str, seed: int) -> Surrogate | None:
-    """A metric's GP on per-universe means, on its warped scale."""
-    universes, values = per_universe(df, space, metric)
-    return fit_values(space, universes, values, seed, warp_for(metric))
+def fit_surrogate(df: pd.DataFrame, space: SearchSpace, metric: str, seed: int,
+                  declared: Mapping[str, Any] | None = None) -> Surrogate | None:
+    """A metric's GP on per-universe means, on its warped scale (``declared``: the
+    study's metrics, :func:`multiverse.config.study_metrics`; None: the built-in ones)."""
+    universes, values = per_universe(df, space, metric, declared)
+    return fit_values(space, universes, values, seed, warp_for(metric, declared))
 
 
-def fit_surrogates(df: pd.DataFrame, space: SearchSpace, metrics: Sequence[str], seed: int) -> dict[str, Surrogate | None]:
+def fit_surrogates(df: pd.DataFrame, space: SearchSpace, metrics: Sequence[str], seed: int,
+                   declared: Mapping[str, Any] | None = None) -> dict[str, Surrogate | None]:
     from multiverse.ids import derive_seed
 
-    return {m: fit_surrogate(df, space, m, derive_seed(seed, i)) for i, m in enumerate(metrics)}
+    return {m: fit_surrogate(df, space, m, derive_seed(seed, i), declared) for i, m in enumerate(metrics)}
 
 
 #: A reference point counts as converging where the divergence model's posterior

@@ -66,12 +66,21 @@ class Context:
     bootstrap: int
     seed: int
     universes: list = field(default_factory=list)
+    #: the study's metric declarations (:func:`multiverse.config.study_metrics`; None:
+    #: the built-in trainer's)
+    declared: Any = None
 
     def values(self, metric: str):
         """Each observed universe's mean over its seeds (NaN where not usable)."""
         from multiverse.surrogate import universe_means
 
-        return universe_means(self.df, self.space, metric)
+        return universe_means(self.df, self.space, metric, self.declared)
+
+    def declaration(self, metric: str) -> dict:
+        """``metric``'s range, goal and ``converged_only`` (:func:`multiverse.declaration`)."""
+        from multiverse import declaration
+
+        return declaration(metric, self.declared)
 
     def reference_set(self, fix: str | None = None, per_level: bool = False) -> list[dict]:
         """The Sobol reference set of the integrals: ``reference`` points per level
@@ -87,14 +96,13 @@ class Context:
     def converging(self, metrics: Sequence[str], universes: Sequence[Mapping[str, Any]],
                    variants: Sequence[Mapping[str, Any]] = ({},)) -> tuple[list[dict], float]:
         """The reference universes where a claim on ``metrics`` is read: for a metric of
-        :data:`multiverse.CONVERGED_ONLY`, only those the divergence model expects to
+        a metric declared ``converged_only``, only those the divergence model expects to
         converge under every one of ``variants`` (e.g. each compared level). Returns
         them and their share of ``universes``."""
-        from multiverse import CONVERGED_ONLY
         from multiverse.surrogate import converging
 
         universes = list(universes)
-        if self.divergence is None or not any(m in CONVERGED_ONLY for m in metrics) or not universes:
+        if self.divergence is None or not any(self.declaration(m)["converged_only"] for m in metrics) or not universes:
             return universes, 1.0
         ok = np.ones(len(universes), dtype=bool)
         for v in variants:

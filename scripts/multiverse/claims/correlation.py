@@ -243,7 +243,7 @@ def analyse(claim: Mapping[str, Any], ctx, i: int, influence) -> dict[str, Any]:
     if finite.sum() < MIN_FIT or len(base) < 4:
         out["gp"] = common.no_surrogate(int(finite.sum()))
     else:
-        joint = fit_joint(ctx.space, ctx.universes, x, y, s_gp, [warp_for(claim["x"]), warp_for(claim["y"])])
+        joint = fit_joint(ctx.space, ctx.universes, x, y, s_gp, [warp_for(claim["x"], ctx.declared), warp_for(claim["y"], ctx.declared)])
         out["gp"] = gp_answer(joint, ctx.space, claim, base, ctx.samples, s_gp)
         f = joint.sample(base, 64, derive_seed(s_gp, 99))
         out["figures"] = {"x": np.median(f[..., 0], 0).tolist(), "y": np.median(f[..., 1], 0).tolist()}

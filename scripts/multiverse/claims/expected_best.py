@@ -137,24 +137,24 @@ def groups_of(values, groups: Sequence[Any], claim: Mapping[str, Any]):
     return values[ok & np.isin(groups, list(claim["a"]))], values[ok & np.isin(groups, list(claim["b"]))]
 
 
-def observed_curve(point, boot, n: int, read: int, metric: str) -> dict[str, list]:
+def observed_curve(point, boot, n: int, read: int, bounds: tuple = (None, None)) -> dict[str, list]:
     """One group's expected-best curve: the MeanMax point (also as ``mean``) and the
-    :func:`expanded_hull` band, within the metric's range, at the first ``read`` budgets
-    (NaN beyond: not calibrated)."""
-    from multiverse import METRIC_RANGE
-
-    low, high = METRIC_RANGE.get(metric, (None, None))
+    :func:`expanded_hull` band, within the metric's declared range ``bounds``, at the
+    first ``read`` budgets (NaN beyond: not calibrated)."""
+    low, high = bounds
     lo, hi = (np.clip(x, low, high) if low is not None or high is not None else x
               for x in expanded_hull(point, boot, n))
     lo[read:], hi[read:] = np.nan, np.nan
     return {"mean": point.tolist(), "lo": lo.tolist(), "hi": hi.tolist(), "point": point.tolist()}
 
 
-def observed_answer(values, groups: Sequence[Any], claim: Mapping[str, Any], n_boot: int, seed: int) -> dict[str, Any]:
+def observed_answer(values, groups: Sequence[Any], claim: Mapping[str, Any], n_boot: int, seed: int,
+                    bounds: tuple = (None, None)) -> dict[str, Any]:
     """Expected-best curves of groups ``a`` and ``b`` from the observed universes, with a
     stratified bootstrap over universes; the verdict and effect at ``budgets_observed``
     only (:func:`observed_budgets`), by the :func:`calibrated_replicates` of the
-    difference. ``budgets`` (every budget of the claim) is what the GP side reads."""
+    difference. ``budgets`` (every budget of the claim) is what the GP side reads;
+    ``bounds``: the metric's declared range."""
     from multiverse import stats
 
     a, b = groups_of(values, groups, claim)
@@ -165,9 +165,8 @@ def observed_answer(values, groups: Sequence[Any], claim: Mapping[str, Any], n_b
     read = observed_budgets(ks, n)
     boot = stats.bootstrap(lambda x, y: np.stack([stats.mean_max(x, ks), stats.mean_max(y, ks)]), [a, b], n_boot, seed)
     pa, pb = stats.mean_max(a, ks), stats.mean_max(b, ks)
-    m = claim["metric"]
-    curves = {"n_a": int(len(a)), "n_b": int(len(b)), "curve_a": observed_curve(pa, boot[0], len(a), len(read), m),
-              "curve_b": observed_curve(pb, boot[1], len(b), len(read), m)}
+    curves = {"n_a": int(len(a)), "n_b": int(len(b)), "curve_a": observed_curve(pa, boot[0], len(a), len(read), bounds),
+              "curve_b": observed_curve(pb, boot[1], len(b), len(read), bounds)}
     if not read:
         note = f"no budget from {ks[0]} is read from {n} observed universes (k <= sqrt(n))"
         return {**stats.too_few(budgets=ks, budgets_observed=[], note=note), **curves}
@@ -210,13 +209,16 @@ def gp_answer(sur, space, claim: Mapping[str, Any], base: Sequence[Mapping[str, 
 
 
 def analyse(claim: Mapping[str, Any], ctx, i: int, influence) -> dict[str, Any]:
+    from functools import partial
+
     from multiverse.surrogate import per_universe
 
-    s_gp, y, sur, base, out = comparison.prepare(claim, ctx, i, observed_answer)
+    bounds = ctx.declaration(claim["metric"])["range"]
+    s_gp, y, sur, base, out = comparison.prepare(claim, ctx, i, partial(observed_answer, bounds=bounds))
     if sur is None or len(base) < 2:
         out["gp"] = common.no_surrogate(int(np.isfinite(y).sum()))
     else:
-        seeds = np.isfinite(per_universe(ctx.df, ctx.space, claim["metric"])[1]).sum(1)
+        seeds = np.isfinite(per_universe(ctx.df, ctx.space, claim["metric"], ctx.declared)[1]).sum(1)
         per = float(np.mean(seeds[seeds > 0])) if (seeds > 0).any() else 1.0
         out["gp"] = gp_answer(sur, ctx.space, claim, base, ctx.samples, s_gp, out["observed"]["budgets"],
                               noise=1 / np.sqrt(per))
