@@ -1,12 +1,17 @@
-"""Rule metrics: accuracy, loss, generalisation gap (and OOD accuracy, sharpness) of every universe of one shard."""
+"""Rule metrics: accuracy, loss, generalisation gap (and OOD accuracy, sharpness) of every
+universe of one shard (multiverse.metrics.metrics_shard), or the metrics a user's
+training reported (multiverse.metrics.recorded_metrics_shard)."""
 from multiverse.runtime import set_threads, step_logger
 
 log = step_logger(snakemake.log[0])
 set_threads(snakemake.threads)
 
-from multiverse.metrics import metrics_shard  # noqa: E402  (torch after the thread settings)
+from multiverse.metrics import metrics_shard, recorded_metrics_shard  # noqa: E402
 
-metrics_shard(
-    snakemake.input.data, snakemake.input.models, snakemake.input.records, snakemake.params.model,
-    snakemake.output, log, snakemake.params.sharpness,
-)
+if "models" in snakemake.input.keys():
+    metrics_shard(
+        snakemake.input.data, snakemake.input.models, snakemake.input.records, snakemake.params.model,
+        snakemake.output, log, snakemake.params.sharpness,
+    )
+else:
+    recorded_metrics_shard(snakemake.input.records, snakemake.output, log)

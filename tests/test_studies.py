@@ -148,7 +148,7 @@ def test_adaptive_sharpness_is_invariant_to_relu_rescaling(digits):
 
 
 @pytest.mark.parametrize("edit, key", [
-    ({"space": {"dropout": {"type": "float", "low": 0.0, "high": 0.5}}}, "space.dropout"),
+    ({"space": {"label_smoothing": {"type": "float", "low": 0.0, "high": 0.5}}}, "space.label_smoothing"),
     ({"space": {"lr_scaling": {"type": "categorical", "choices": ["none", "cubic"]}}}, "space.lr_scaling"),
     ({"space": {"epochs": {"type": "int", "low": 1, "high": 9}, "steps": {"type": "int", "low": 1, "high": 9}}},
      "space.steps"),

@@ -13,26 +13,31 @@ from multiverse.runtime import atomic_write
 OUTCOME_FIELDS = ("status", "error", "diverged_epoch", "epochs_run")
 
 
-def universe_row(record: Mapping[str, Any], space_names: Sequence[str]) -> dict[str, Any]:
-    """Flatten one ``metrics`` record. Wall-clock timings are left out so that the
-    table is identical between runs of the same config."""
+def universe_row(record: Mapping[str, Any], space_names: Sequence[str], metrics: Sequence[str] | None = None,
+                 ) -> dict[str, Any]:
+    """Flatten one ``metrics`` record: its ``metrics`` (a user's declared metrics; None:
+    the built-in trainer's, :data:`multiverse.METRICS` and the optional ones it holds).
+    Wall-clock timings are left out so that the table is identical between runs of the
+    same config."""
     row: dict[str, Any] = {k: record.get(k, 0) for k in ("id", "round", "index", "replicate", "seed")}
     row["strategy"] = record.get("strategy")
     # the universe a row belongs to: its own id, or the one whose seeds it adds to
     row["universe"] = record.get("replicate_of") or record["id"]
     row.update({n: record["params"].get(n) for n in space_names})
-    row.update({m: record["metrics"][m] for m in METRICS})
-    row.update({m: record["metrics"][m] for m in OPTIONAL_METRICS if m in record["metrics"]})
+    if metrics is None:
+        metrics = list(METRICS) + [m for m in OPTIONAL_METRICS if m in record["metrics"]]
+    row.update({m: record["metrics"][m] for m in metrics})
     row.update({k: record.get(k) for k in OUTCOME_FIELDS})
     row.update({f"version_{k}": v for k, v in sorted(record.get("versions", {}).items())})
     return row
 
 
 def multiverse_table(
-    records: Sequence[Mapping[str, Any]], space_names: Sequence[str], provenance: Mapping[str, str]
+    records: Sequence[Mapping[str, Any]], space_names: Sequence[str], provenance: Mapping[str, str],
+    metrics: Sequence[str] | None = None,
 ) -> pd.DataFrame:
     """One row per universe, sorted by round and index, with provenance columns."""
-    df = pd.DataFrame([universe_row(r, space_names) for r in records])
+    df = pd.DataFrame([universe_row(r, space_names, metrics) for r in records])
     df = df.sort_values(["round", "index", "replicate"], kind="stable").reset_index(drop=True)
     for k, v in provenance.items():
         df[k] = v
@@ -48,7 +53,7 @@ def write_table(df: pd.DataFrame, parquet_path: str, csv_path: str) -> None:
 
 def aggregate(
     metrics_paths: Sequence[str], design_paths: Sequence[str], space_names: Sequence[str],
-    config_hash: str, parquet_path: str, csv_path: str,
+    config_hash: str, parquet_path: str, csv_path: str, metrics: Sequence[str] | None = None,
 ) -> pd.DataFrame:
     """Build and write the multiverse table from the metrics records and design states."""
     from multiverse.runtime import read_json, versions
@@ -62,6 +67,6 @@ def aggregate(
         r["strategy"] = design["strategy"]
         records.append(r)
     provenance = {"config_hash": config_hash, **{f"version_{k}": v for k, v in versions(["pandas", "pyarrow"]).items() if k != "python"}}
-    df = multiverse_table(records, space_names, provenance)
+    df = multiverse_table(records, space_names, provenance, metrics)
     write_table(df, parquet_path, csv_path)
     return df

@@ -21,6 +21,9 @@ import yaml
 
 from multiverse import METRICS, OPTIONAL_METRICS
 
+#: Settings of the built-in trainer's metrics (config key ``metrics``).
+BUILTIN_SETTINGS = ("sharpness",)
+
 #: Datasets bundled with an installed package, and those read from ``data.path``.
 BUNDLED_DATASETS = ("digits",)
 LOCAL_DATASETS = ("mnist", "cifar10", "cifar100")
@@ -28,7 +31,7 @@ DATASETS = BUNDLED_DATASETS + LOCAL_DATASETS
 #: Space dimensions the trainer reads (:func:`multiverse.train.train_universe`); the
 #: first four are required. ``epochs`` or ``steps`` makes the budget a choice.
 TRAINING_DIMENSIONS = ("optimizer", "lr", "weight_decay", "batch_size", "momentum", "eps", "lr_scaling",
-                       "warmup_epochs", "epochs", "steps")
+                       "warmup_epochs", "epochs", "steps", "width", "depth", "dropout")
 #: Levels of an ``lr_scaling`` dimension (:data:`multiverse.train.LR_SCALING`).
 LR_SCALING_RULES = ("none", "linear", "sqrt")
 #: The config's JSON schema, the one place its defaults are written.
@@ -50,6 +53,25 @@ def load_config(path: str | Path) -> dict:
     """Load a YAML config as plain data (safe loader: no Python objects)."""
     with open(path) as fh:
         return yaml.safe_load(fh)
+
+
+def compose(layers, cli: Mapping[str, Any] | None = None) -> dict:
+    """The study's config from its config files in order, then the command line's
+    ``--config`` values: a file holding a whole study (a ``study`` key) stands alone and
+    replaces everything before it; a file without one (an overlay, such as
+    ``config/studies/cluster/*.yaml``) is merged key by key into it, as are the ``cli``
+    values (snakemake's ``update_config``)."""
+    from snakemake.utils import update_config
+
+    out: dict = {}
+    for layer in layers:
+        if "study" in layer:
+            out = copy.deepcopy(dict(layer))
+        else:
+            update_config(out, copy.deepcopy(dict(layer)))
+    if cli:
+        update_config(out, copy.deepcopy(dict(cli)))
+    return out
 
 
 def with_defaults(config: Mapping[str, Any]) -> dict:
@@ -81,31 +103,103 @@ def multiverse_hash(config: Mapping[str, Any]) -> str:
     return config_hash(core)
 
 
+#: The two forms of a user's training entry point (config keys under ``training``).
+USER_TRAINERS = ("entrypoint", "command")
+#: What a training entry point may take, besides its dimensions by name
+#: (:func:`multiverse.entrypoint.train_user_shard`).
+ENTRYPOINT_ARGS = ("params", "seed", "device", "run_dir", "data", "progress")
+#: Placeholders of a ``training.command`` besides the dimensions.
+COMMAND_FIELDS = ("seed", "out", "run_dir", "device", "data", "python")
+#: Columns of the multiverse table (and record fields) that no dimension or metric may be named.
+RESERVED_NAMES = ("id", "round", "index", "shard", "slot", "replicate", "replicate_of", "seed", "strategy",
+                  "universe", "status", "error", "diverged_epoch", "epochs_run", "config_hash", "params",
+                  "metrics", "history", "attempts", "versions", "out", "run_dir", "device", "data",
+                  "progress", "python")
+
+
+def trainer(config: Mapping[str, Any]) -> str:
+    """How the study's universes are trained: ``builtin`` (:mod:`multiverse.train`), or
+    a user's ``entrypoint`` (a Python function) or ``command`` (one process per universe)."""
+    training = config["training"]
+    return next((k for k in USER_TRAINERS if training.get(k)), "builtin")
+
+
+def data_step(config: Mapping[str, Any]) -> str | None:
+    """What ``prepare_data`` runs: the built-in ``dataset``, a user's data ``entrypoint``,
+    or nothing (None: the user's training loads its own data)."""
+    data = config.get("data") or {}
+    return "dataset" if data.get("dataset") else "entrypoint" if data.get("entrypoint") else None
+
+
+def data_file(config: Mapping[str, Any]) -> str | None:
+    """The prepared data's file under the study's results (None without a data step)."""
+    step = data_step(config)
+    return None if step is None else "data/dataset.npz" if step == "dataset" else "data/dataset.pkl"
+
+
 def check_config(config: Mapping[str, Any]) -> None:
     """Cross-key checks of a validated config (defaults filled in: :func:`with_defaults`);
     raises :class:`ConfigError` naming the first bad key."""
-    if config["data"]["dataset"] not in DATASETS:
-        raise ConfigError("data.dataset", f"one of {list(DATASETS)}", config["data"]["dataset"])
-    if config["data"]["dataset"] in LOCAL_DATASETS:
-        path = config["data"].get("path")
+    check_data(config)
+    check_space(config["space"])
+    metrics = study_metrics(config)
+    if trainer(config) == "builtin":
+        check_builtin(config)
+    else:
+        check_user_trainer(config, metrics)
+    check_design(config, metrics)
+    for i, claim in enumerate(config["claims"]):
+        check_claim(claim, f"claims[{i}]", config["space"], metrics)
+    names = [c["name"] for c in config["claims"]]
+    if len(set(names)) != len(names):
+        raise ConfigError("claims", "distinct claim names", names)
+    check_sizes(config)
+
+
+def check_data(config: Mapping[str, Any]) -> None:
+    data = config.get("data") or {}
+    if data.get("dataset") and data.get("entrypoint"):
+        raise ConfigError("data.entrypoint", "either data.dataset (built-in) or data.entrypoint (yours), not both",
+                          data["entrypoint"])
+    if data.get("entrypoint"):
+        check_entrypoint("data.entrypoint", data["entrypoint"], config["training"].get("pythonpath", []), ("seed", "path"))
+        return
+    if not data.get("dataset"):
+        if trainer(config) == "builtin":
+            raise ConfigError("data.dataset", f"a dataset for the built-in trainer, one of {list(DATASETS)}")
+        return
+    if data["dataset"] not in DATASETS:
+        raise ConfigError("data.dataset", f"one of {list(DATASETS)}", data["dataset"])
+    if data["dataset"] in LOCAL_DATASETS:
+        path = data.get("path")
         if not path:
-            raise ConfigError("data.path", f"a local folder holding the {config['data']['dataset']} files")
+            raise ConfigError("data.path", f"a local folder holding the {data['dataset']} files")
         if not Path(path).exists():
             raise ConfigError("data.path", "an existing local path", path)
-    split = config["data"]["split"]
+    split = data.get("split")
+    if split is None:
+        raise ConfigError("data.split", "the train, validation and test shares of data.dataset")
     total = split["train"] + split["validation"] + split["test"]
     if abs(total - 1.0) > 1e-9:
         raise ConfigError("data.split", "train + validation + test == 1", total)
 
-    space = config["space"]
+
+def check_space(space: Mapping[str, Mapping[str, Any]]) -> None:
+    """What every space needs, whoever trains it: ordered bounds (integers for an int
+    dimension, > 0 on a log scale), distinct choices, and conditions on a categorical
+    parent that is not itself conditional."""
     for name, spec in space.items():
         key = f"space.{name}"
-        if name not in TRAINING_DIMENSIONS:
-            raise ConfigError(key, f"a dimension the trainer uses, among {list(TRAINING_DIMENSIONS)}", name)
+        if name in RESERVED_NAMES or name.startswith("version_"):
+            raise ConfigError(key, f"a dimension name other than the table's own columns {list(RESERVED_NAMES)}", name)
         if spec["type"] == "categorical":
             if len(set(map(str, spec["choices"]))) != len(spec["choices"]):
                 raise ConfigError(f"{key}.choices", "distinct choices", spec["choices"])
             continue
+        if spec["type"] == "int":
+            for bound in ("low", "high"):
+                if float(spec[bound]) != int(spec[bound]):
+                    raise ConfigError(f"{key}.{bound}", "an integer bound for an int dimension", spec[bound])
         if spec["low"] >= spec["high"]:
             raise ConfigError(f"{key}.low", f"low < high ({spec['high']})", spec["low"])
         if spec["log"] and spec["low"] <= 0:
@@ -122,6 +216,24 @@ def check_config(config: Mapping[str, Any]) -> None:
         for level in levels:
             if level not in space[parent]["choices"]:
                 raise ConfigError(f"{key}.{parent}", f"levels of '{parent}' among {space[parent]['choices']}", level)
+
+
+def check_builtin(config: Mapping[str, Any]) -> None:
+    """The built-in trainer's own needs: its dimension names and their kinds, a model,
+    an epoch budget, and no metric declarations of its own (it declares its metrics)."""
+    if not config.get("model"):
+        raise ConfigError("model", "the built-in trainer's network (arch, width, depth)")
+    if config["training"].get("epochs") is None:
+        raise ConfigError("training.epochs", "an epoch budget for the built-in trainer")
+    for name in config.get("metrics") or {}:
+        if name not in BUILTIN_SETTINGS:
+            raise ConfigError(f"metrics.{name}", f"settings of the built-in trainer's metrics among {list(BUILTIN_SETTINGS)}"
+                              " (declaring metrics is for a training.entrypoint or training.command)", name)
+    space = config["space"]
+    for name, spec in space.items():
+        if name not in TRAINING_DIMENSIONS:
+            raise ConfigError(f"space.{name}", f"a dimension the built-in trainer uses, among {list(TRAINING_DIMENSIONS)}"
+                              " (any name goes with a training.entrypoint or training.command)", name)
     if "optimizer" not in space or space["optimizer"]["type"] != "categorical":
         raise ConfigError("space.optimizer", "a categorical dimension of optimizers")
     for opt in space["optimizer"]["choices"]:
@@ -136,6 +248,8 @@ def check_config(config: Mapping[str, Any]) -> None:
         raise ConfigError("space.momentum", "a float dimension within [0, 1)", space["momentum"])
     if "eps" in space and not (space["eps"]["type"] == "float" and space["eps"]["low"] > 0):
         raise ConfigError("space.eps", "a float dimension with low > 0", space["eps"])
+    if "dropout" in space and not (space["dropout"]["type"] == "float" and 0 <= space["dropout"]["low"] and space["dropout"]["high"] < 1):
+        raise ConfigError("space.dropout", "a float dimension within [0, 1)", space["dropout"])
     if "lr_scaling" in space:
         spec = space["lr_scaling"]
         if spec["type"] != "categorical" or not set(spec["choices"]) <= set(LR_SCALING_RULES):
@@ -143,9 +257,11 @@ def check_config(config: Mapping[str, Any]) -> None:
                               spec.get("choices", spec["type"]))
     if "warmup_epochs" in space and (space["warmup_epochs"]["type"] == "categorical" or space["warmup_epochs"]["low"] < 0):
         raise ConfigError("space.warmup_epochs", "a numeric dimension with low >= 0", space["warmup_epochs"])
-    for name in ("epochs", "steps"):
+    for name in ("epochs", "steps", "width"):
         if name in space and (space[name]["type"] != "int" or space[name]["low"] < 1):
             raise ConfigError(f"space.{name}", "an int dimension with low >= 1", space[name])
+    if "depth" in space and (space["depth"]["type"] != "int" or space["depth"]["low"] < 0):
+        raise ConfigError("space.depth", "an int dimension with low >= 0", space["depth"])
     if "epochs" in space and "steps" in space:
         raise ConfigError("space.steps", "either an epochs or a steps budget dimension, not both", "steps")
     if space["batch_size"]["type"] != "int":
@@ -153,12 +269,79 @@ def check_config(config: Mapping[str, Any]) -> None:
     if space["batch_size"]["low"] < 1:
         raise ConfigError("space.batch_size.low", "a batch size >= 1", space["batch_size"]["low"])
 
-    design = config["design"]
+
+def check_user_trainer(config: Mapping[str, Any], metrics: Mapping[str, Any]) -> None:
+    """A user's training: one form, an entry point that imports and takes what it is
+    given, or a command whose placeholders exist; and declared metrics."""
+    training, space = config["training"], config["space"]
+    forms = [k for k in USER_TRAINERS if training.get(k)]
+    if len(forms) > 1:
+        raise ConfigError("training.command", "either training.entrypoint or training.command, not both", training["command"])
+    if not metrics:
+        raise ConfigError("metrics", "the metrics your training returns, e.g. {val_acc: {range: [0, 1], goal: maximize}}")
+    for name, decl in metrics.items():
+        if name in RESERVED_NAMES or name.startswith("version_") or name in space:
+            raise ConfigError(f"metrics.{name}", "a metric name other than a dimension or the table's own columns", name)
+        low, high = decl["range"]
+        if low is not None and high is not None and low >= high:
+            raise ConfigError(f"metrics.{name}.range", "[low, high] with low < high (null: unbounded)", [low, high])
+    if forms == ["entrypoint"]:
+        check_entrypoint("training.entrypoint", training["entrypoint"], training.get("pythonpath", []),
+                         ENTRYPOINT_ARGS + tuple(space))
+        return
+    from string import Formatter
+    import shlex
+
+    try:
+        tokens = shlex.split(training["command"])
+    except ValueError as err:
+        raise ConfigError("training.command", f"a command line ({err})", training["command"]) from None
+    fields = []
+    for tok in tokens:
+        try:
+            fields += [f for _, f, _, _ in Formatter().parse(tok) if f is not None]
+        except ValueError as err:
+            raise ConfigError("training.command", f"a template of {{placeholders}} ({err})", tok) from None
+    known = list(space) + list(COMMAND_FIELDS)
+    for f in fields:
+        if f not in known:
+            raise ConfigError("training.command", f"placeholders among the dimensions and {list(COMMAND_FIELDS)}",
+                              "{" + f + "}")
+    if "out" not in fields:
+        raise ConfigError("training.command", "a template with {out}, the metrics JSON file the command writes",
+                          training["command"])
+    if "data" in fields and data_step(config) is None:
+        raise ConfigError("training.command", "{data} only with a data step (data.dataset or data.entrypoint)", "{data}")
+
+
+def check_entrypoint(key: str, spec: str, pythonpath, accepted) -> None:
+    """``spec`` ("module:function") imports from ``pythonpath`` and is callable, and
+    every argument it needs without a default is one it is given (``accepted``)."""
+    import inspect
+
+    from multiverse.entrypoint import load
+
+    try:
+        fn = load(spec, pythonpath)
+    except Exception as err:  # any import error is the user's, and is named
+        raise ConfigError(key, f"an importable module:function on training.pythonpath {list(pythonpath)} "
+                          f"({type(err).__name__}: {err})", spec) from None
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return
+    for p in sig.parameters.values():
+        needed = p.default is p.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+        if needed and p.name not in accepted:
+            raise ConfigError(key, f"a function whose arguments without default are among {list(accepted)}", p.name)
+
+
+def check_design(config: Mapping[str, Any], metrics: Mapping[str, Any]) -> None:
+    space, design = config["space"], config["design"]
     shard = config["training"]["shard_size"]
     for key, n in (("design.initial", design["initial"]), ("design.batch", design["batch"])):
         if n % shard:
             raise ConfigError(key, f"a multiple of training.shard_size ({shard})", n)
-    metrics = study_metrics(config)
     for i, name in enumerate(design["outcomes"]):
         check_metric(name, f"design.outcomes[{i}]", metrics)
     for i, name in enumerate(config["report"]["metrics"]):
@@ -176,32 +359,68 @@ def check_config(config: Mapping[str, Any]) -> None:
     if total > size:
         what = f"{size} universes of a grid of design.grid_levels values" if design["strategy"] == "grid" else f"{size} universes"
         raise ConfigError("design.rounds", f"a budget (initial + rounds * batch) of at most {what}", total)
-    combos = 1
-    for spec in space.values():
-        combos *= len(spec["choices"]) if spec["type"] == "categorical" else 1
+    combos = level_combinations(space)
     if design["candidates"] * combos < design["batch"]:
         raise ConfigError("design.candidates", f"at least batch / {combos} level combinations", design["candidates"])
 
-    for i, claim in enumerate(config["claims"]):
-        check_claim(claim, f"claims[{i}]", space, metrics)
-    names = [c["name"] for c in config["claims"]]
-    if len(set(names)) != len(names):
-        raise ConfigError("claims", "distinct claim names", names)
+
+def level_combinations(space: Mapping[str, Mapping[str, Any]]) -> int:
+    combos = 1
+    for spec in space.values():
+        combos *= len(spec["choices"]) if spec["type"] == "categorical" else 1
+    return combos
 
 
-def study_metrics(config: Mapping[str, Any]) -> list[str]:
-    """The metrics of this study's universes: :data:`multiverse.METRICS`, plus those of
-    :data:`multiverse.OPTIONAL_METRICS` whose config key is set."""
+def check_sizes(config: Mapping[str, Any], memory: int | None = None) -> None:
+    """Refuse design and report settings whose largest arrays would not fit in
+    ``memory`` bytes (None: this machine's), naming the key and the estimated size.
+
+    The estimates are of float64 arrays the steps hold at once: the design's
+    candidate-by-reference posterior covariance per outcome (:mod:`multiverse.design`),
+    and the report's posterior samples at every reference point of every level
+    combination, for a claim's two compared variants (:mod:`multiverse.claims`)."""
+    memory = physical_memory() if memory is None else memory
+    design, rep = config["design"], config["report"]
+    combos = level_combinations(config["space"])
+    estimates = {
+        "design.candidates": 8 * design["candidates"] * combos * design["reference"] * combos * len(design["outcomes"]),
+        "report.samples": 8 * 2 * rep["samples"] * rep["reference"] * combos,
+    }
+    for key, size in estimates.items():
+        if size > memory:
+            raise ConfigError(key, f"settings whose arrays fit in this machine's {memory / 2**30:.1f} GiB of memory "
+                              f"(estimated {size / 2**30:.1f} GiB)", config[key.split(".")[0]][key.split(".")[1]])
+
+
+def physical_memory() -> int:
+    """Bytes of memory of this machine (64 GiB where the OS does not say)."""
+    import os
+
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return 64 * 2**30
+
+
+def study_metrics(config: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """The metrics of this study's universes, each with its ``range``, ``goal`` and
+    ``converged_only`` (:func:`multiverse.declaration`). The built-in trainer's are
+    :data:`multiverse.METRICS` plus those of :data:`multiverse.OPTIONAL_METRICS` whose
+    config key is set; a user's training declares its own under ``metrics``."""
+    from multiverse import declaration
+
+    if trainer(config) != "builtin":
+        return {name: declaration(name, config["metrics"]) for name in config.get("metrics") or {}}
     optional = [m for m, key in OPTIONAL_METRICS.items()
-                if config[key.split(".")[0]].get(key.split(".")[1]) is not None]
-    return list(METRICS) + optional
+                if (config.get(key.split(".")[0]) or {}).get(key.split(".")[1]) is not None]
+    return {m: declaration(m) for m in list(METRICS) + optional}
 
 
 def check_metric(name: str, key: str, metrics: list[str]) -> None:
     """``name`` is one of the study's ``metrics`` (:func:`study_metrics`)."""
     if name not in metrics:
         hint = f" ({name} needs config key '{OPTIONAL_METRICS[name]}')" if name in OPTIONAL_METRICS else ""
-        raise ConfigError(key, f"a metric among {metrics}{hint}", name)
+        raise ConfigError(key, f"a metric among {list(metrics)}{hint} (declared under config key 'metrics')", name)
 
 
 class Checks:
@@ -274,7 +493,7 @@ def _count(space: Mapping[str, Mapping[str, Any]], values) -> float:
 
 
 #: Optimizers the trainer knows (see ``multiverse.train.make_optimizer``).
-OPTIMIZERS = ("sgd", "momentum", "adam", "rmsprop")
+OPTIMIZERS = ("sgd", "momentum", "adam", "adamw", "rmsprop")
 
 
 # --- the layout of design rounds -----------------------------------------------

@@ -11,9 +11,11 @@ import math
 from typing import Any, Mapping, Sequence
 
 import numpy as np
-import torch
 
-from multiverse.train import as_tensors, evaluate, make_model, universe_fields
+from multiverse.runtime import universe_fields
+
+# torch is imported where a built-in model is evaluated: a user's training's metrics
+# (:func:`recorded_metrics_shard`) need none.
 
 
 def universe_metrics(
@@ -35,6 +37,10 @@ def universe_metrics(
     chance: its accuracies are recorded as ``1 / n_classes`` and its losses (and its
     sharpness) as NaN. A failed universe (no trained model) gets NaN everywhere.
     """
+    import torch
+
+    from multiverse.train import as_tensors, evaluate, make_model, network
+
     splits = ("train", "val", "test") + (("ood",) if "X_ood" in data else ())
     if record["status"] == "failed":
         out = {f"{s}_{m}": math.nan for s in splits for m in ("acc", "loss")}
@@ -43,7 +49,8 @@ def universe_metrics(
             out["sharpness"] = math.nan
         return out
     t, shape = as_tensors(data, torch.device("cpu"))
-    model = make_model(t["X_train"].shape[1], record["n_classes"], width, depth, arch, shape)
+    width, depth, dropout = network(record.get("params") or {}, width, depth)
+    model = make_model(t["X_train"].shape[1], record["n_classes"], width, depth, arch, shape, dropout)
     model.load_state_dict(state)
     model.eval()
     out = {}
@@ -71,6 +78,8 @@ def metrics_shard(
 ) -> None:
     """Write each universe's metrics record: its identity, outcome and :func:`universe_metrics`
     (``sharpness``: the ``metrics.sharpness`` settings, or None for no sharpness)."""
+    import torch
+
     from multiverse.data import read_data
     from multiverse.runtime import read_json, write_json
 
@@ -80,6 +89,23 @@ def metrics_shard(
         state = torch.load(model_path, weights_only=True)
         metrics = universe_metrics(data, state, record, width=model["width"], depth=model["depth"],
                                    arch=model["arch"], sharpness=sharpness)
-        keep = ("status", "error", "diverged_epoch", "epochs_run", "versions")
-        write_json(out, {**universe_fields(record), **{k: record.get(k) for k in keep}, "metrics": metrics})
+        write_json(out, metrics_record(record, metrics))
         log.info("%s: %s", record["id"], metrics)
+
+
+def metrics_record(record: Mapping[str, Any], metrics: Mapping[str, float]) -> dict[str, Any]:
+    """A universe's metrics record: its identity and outcome from its train record, and ``metrics``."""
+    keep = ("status", "error", "diverged_epoch", "epochs_run", "versions")
+    return {**universe_fields(record), **{k: record.get(k) for k in keep}, "metrics": dict(metrics)}
+
+
+def recorded_metrics_shard(record_paths: Sequence[str], out_paths: Sequence[str], log: logging.Logger) -> None:
+    """Rule ``metrics`` for a user's training: its metrics were checked against their
+    declarations when the universe trained (:mod:`multiverse.entrypoint`); written as the
+    built-in trainer's are."""
+    from multiverse.runtime import read_json, write_json
+
+    for record_path, out in zip(record_paths, out_paths):
+        record = read_json(record_path)
+        write_json(out, metrics_record(record, record["metrics"]))
+        log.info("%s: %s", record["id"], record["metrics"])

@@ -9,7 +9,7 @@ import sys
 import tempfile
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Mapping
 
 
 def set_threads(n: int) -> None:
@@ -89,3 +89,22 @@ def step_logger(path: str | Path) -> "logging.Logger":
     logging.captureWarnings(True)
     logging.getLogger("multiverse").info("step started")
     return logging.getLogger("multiverse")
+
+
+# --- a universe's records ------------------------------------------------------------
+def failed_record(error: BaseException) -> dict[str, Any]:
+    """The record of a universe whose training raised: kept as data, not a crash."""
+    return {
+        "status": "failed",
+        "error": f"{type(error).__name__}: {error}",
+        "diverged_epoch": None,
+        "epochs_run": 0,
+        "history": [],
+        "train_seconds": 0.0,
+    }
+
+
+def universe_fields(universe: Mapping[str, Any]) -> dict[str, Any]:
+    """The identity of a universe (and seed) that its train and metrics records carry."""
+    fields = ("id", "round", "index", "shard", "slot", "replicate", "seed", "replicate_of", "params")
+    return {k: universe.get(k, 0 if k == "replicate" else None) for k in fields}

@@ -10,11 +10,13 @@ from __future__ import annotations
 import logging
 import math
 import time
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import torch
 from torch import nn
+
+from multiverse.runtime import failed_record, universe_fields  # noqa: F401  (re-exported)
 
 # Momentum of the "momentum" optimizer (SGD with heavy-ball momentum) when the space has
 # no ``momentum`` dimension, and the eps of adam/rmsprop without an ``eps`` one (torch's).
@@ -42,9 +44,12 @@ DEFAULT_BASE_BATCH = 128
 
 
 def make_model(
-    n_in: int, n_classes: int, width: int, depth: int, arch: str = "mlp", shape: Sequence[int] | None = None
+    n_in: int, n_classes: int, width: int, depth: int, arch: str = "mlp", shape: Sequence[int] | None = None,
+    dropout: float | None = None,
 ) -> nn.Module:
-    """The universe's network.
+    """The universe's network (``dropout``: the drop probability of a ``dropout``
+    dimension, after each hidden layer of the MLP and before the last layer of the CNN
+    and ResNet; None: no dropout layer).
 
     - ``mlp``: ``depth`` hidden ReLU layers of ``width`` units.
     - ``cnn``: a small CNN for image data: ``depth`` blocks of 3x3 convolution (``width``
@@ -61,6 +66,8 @@ def make_model(
         layers: list[nn.Module] = []
         for i in range(depth):
             layers += [nn.Linear(n_in if i == 0 else width, width), nn.ReLU()]
+            if dropout is not None:
+                layers.append(nn.Dropout(dropout))
         layers.append(nn.Linear(width if depth else n_in, n_classes))
         return nn.Sequential(*layers)
     if shape is None or math.prod(shape) != n_in:
@@ -75,10 +82,12 @@ def make_model(
                 layers.append(nn.MaxPool2d(2))
                 h //= 2
             c = out
-        layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(c, n_classes)]
+        layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten()]
+        layers += [nn.Dropout(dropout)] if dropout is not None else []
+        layers.append(nn.Linear(c, n_classes))
         return nn.Sequential(*layers)
     if arch == "resnet18":
-        return nn.Sequential(nn.Unflatten(1, tuple(int(v) for v in shape)), ResNet18(c, n_classes, width))
+        return nn.Sequential(nn.Unflatten(1, tuple(int(v) for v in shape)), ResNet18(c, n_classes, width, dropout))
     raise ValueError(f"config key 'model.arch': expected one of {list(ARCHS)}, got {arch!r}")
 
 
@@ -101,7 +110,7 @@ class BasicBlock(nn.Module):
 class ResNet18(nn.Module):
     """ResNet-18 for small images (see :func:`make_model`)."""
 
-    def __init__(self, channels: int, n_classes: int, width: int = 64):
+    def __init__(self, channels: int, n_classes: int, width: int = 64, dropout: float | None = None):
         super().__init__()
         layers: list[nn.Module] = [nn.Conv2d(channels, width, 3, 1, 1, bias=False), nn.BatchNorm2d(width), nn.ReLU()]
         c = width
@@ -109,11 +118,20 @@ class ResNet18(nn.Module):
             out = width * 2**stage
             layers += [BasicBlock(c, out, 1 if stage == 0 else 2), BasicBlock(out, out, 1)]
             c = out
-        self.features = nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten())
+        head = [nn.Dropout(dropout)] if dropout is not None else []
+        self.features = nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), *head)
         self.fc = nn.Linear(c, n_classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.fc(self.features(x))
+
+
+def network(params: Mapping[str, Any], width: int, depth: int) -> tuple[int, int, float | None]:
+    """A universe's ``(width, depth, dropout)``: its ``width``, ``depth`` and ``dropout``
+    dimensions where the space has them, else ``model.width``, ``model.depth`` and no dropout."""
+    return (int(params["width"]) if params.get("width") is not None else width,
+            int(params["depth"]) if params.get("depth") is not None else depth,
+            float(params["dropout"]) if params.get("dropout") is not None else None)
 
 
 def scaled_lr(lr: float, batch_size: int, rule: str | None, base_batch: int = DEFAULT_BASE_BATCH) -> float:
@@ -126,7 +144,7 @@ def make_optimizer(
     name: str, params, lr: float, weight_decay: float, momentum: float | None = None, eps: float | None = None
 ) -> torch.optim.Optimizer:
     """The universe's optimizer. ``momentum`` is used by ``momentum`` alone and ``eps`` by
-    ``adam`` and ``rmsprop`` alone (None: the defaults), as in a conditional space."""
+    ``adam``, ``adamw`` and ``rmsprop`` alone (None: the defaults), as in a conditional space."""
     momentum = DEFAULT_MOMENTUM if momentum is None else momentum
     eps = DEFAULT_EPS if eps is None else eps
     if name == "sgd":
@@ -135,6 +153,8 @@ def make_optimizer(
         return torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay)
     if name == "adam":
         return torch.optim.Adam(params, lr=lr, weight_decay=weight_decay, eps=eps)
+    if name == "adamw":  # decoupled weight decay (Loshchilov & Hutter 2019)
+        return torch.optim.AdamW(params, lr=lr, weight_decay=weight_decay, eps=eps)
     if name == "rmsprop":
         return torch.optim.RMSprop(params, lr=lr, weight_decay=weight_decay, eps=eps)
     raise ValueError(f"unknown optimizer {name!r}")
@@ -166,8 +186,13 @@ def train_universe(
     device: str = "cpu",
     arch: str = "mlp",
     base_batch: int = DEFAULT_BASE_BATCH,
+    progress: Callable[..., None] | None = None,
 ) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     """Train the universe ``params`` and return ``(state_dict, record)``.
+
+    The network is ``arch`` of ``width`` and ``depth`` unless the space makes them (and
+    ``dropout``) choices (:func:`network`). ``progress`` is called after every epoch
+    with that epoch's history entry (:class:`multiverse.entrypoint.Progress` logs it).
 
     Besides the optimizer's own choices, ``params`` may hold the training choices of a
     large-batch study: ``lr_scaling`` (:func:`scaled_lr`), ``warmup_epochs`` (the
@@ -189,7 +214,8 @@ def train_universe(
     torch.manual_seed(seed)
     t, shape = as_tensors(data, dev)
     n_classes = int(max(t["y_train"].max(), t["y_val"].max(), t["y_test"].max()).item()) + 1
-    model = make_model(t["X_train"].shape[1], n_classes, width, depth, arch, shape).to(dev)
+    width, depth, dropout = network(params, width, depth)
+    model = make_model(t["X_train"].shape[1], n_classes, width, depth, arch, shape, dropout).to(dev)
     n, bs = len(t["y_train"]), int(params["batch_size"])
     lr = scaled_lr(params["lr"], bs, params.get("lr_scaling"), base_batch)
     opt = make_optimizer(
@@ -232,8 +258,10 @@ def train_universe(
         val_acc, val_loss = evaluate(model, t["X_val"], t["y_val"])
         history.append(
             {"epoch": epoch, "train_loss": loss_sum / seen, "train_acc": correct / seen,
-             "val_loss": val_loss, "val_acc": val_acc}
+             "val_loss": val_loss, "val_acc": val_acc, "seconds": round(time.perf_counter() - start, 3)}
         )
+        if progress is not None:
+            progress(**history[-1])
         if not math.isfinite(val_loss):
             status, diverged_epoch = "diverged", epoch
             break
@@ -251,24 +279,6 @@ def train_universe(
     }
     state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
     return state, record
-
-
-def failed_record(error: BaseException) -> dict[str, Any]:
-    """The record of a universe whose training raised: kept as data, not a crash."""
-    return {
-        "status": "failed",
-        "error": f"{type(error).__name__}: {error}",
-        "diverged_epoch": None,
-        "epochs_run": 0,
-        "history": [],
-        "train_seconds": 0.0,
-    }
-
-
-def universe_fields(universe: Mapping[str, Any]) -> dict[str, Any]:
-    """The identity of a universe (and seed) that its train and metrics records carry."""
-    fields = ("id", "round", "index", "shard", "slot", "replicate", "seed", "replicate_of", "params")
-    return {k: universe.get(k, 0 if k == "replicate" else None) for k in fields}
 
 
 def train_shard(
@@ -294,6 +304,8 @@ def train_shard(
     universes = sorted(universes, key=lambda u: u["slot"])
     if [u["slot"] for u in universes] != list(range(len(model_paths))):
         raise ValueError(f"shard holds slots {[u['slot'] for u in universes]}, expected {len(model_paths)}")
+    from multiverse.entrypoint import Progress
+
     env = versions(["torch", "numpy"])
     for u, model_path, record_path in zip(universes, model_paths, record_paths):
         for attempt in range(1, retries + 2):
@@ -301,7 +313,7 @@ def train_shard(
                 state, record = train_universe(
                     data, u["params"], seed=u["seed"], epochs=training["epochs"], width=model["width"],
                     depth=model["depth"], device=training["device"], arch=model["arch"],
-                    base_batch=training["base_batch"],
+                    base_batch=training["base_batch"], progress=Progress(u["id"], log),
                 )
                 break
             except Exception as err:  # a universe's own failure is data, not a crash

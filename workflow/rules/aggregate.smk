@@ -16,6 +16,9 @@ rule aggregate:
     params:
         space=list(config["space"]),
         config_hash=multiverse_hash(config),
+        # a user's declared metrics (the built-in trainer's are multiverse.METRICS and
+        # those its records hold; not a param there, so finished tables stay finished)
+        **({"metrics": list(METRICS)} if not BUILTIN else {}),
     conda:
         "../../envs/report.yaml"
     script:

@@ -3,21 +3,40 @@ from pathlib import Path
 
 from snakemake.utils import validate
 
-# The step scripts' library lives beside them in scripts/multiverse.
-sys.path.insert(0, str(Path(workflow.basedir).parent / "scripts"))
+# The step scripts' library lives beside them in scripts/multiverse (this file's
+# folder, not the main Snakefile's: in module form the main Snakefile is the user's).
+sys.path.insert(0, str(Path(workflow.current_basedir.get_path_or_uri(secret_free=True)).parents[1] / "scripts"))
 from multiverse.config import (  # noqa: E402
     check_config,
+    compose,
+    data_file,
+    load_config,
     multiverse_hash,
     n_shards,
     report_metrics,
     round_sizes,
+    study_metrics,
+    trainer,
 )
 
+# A --configfile holding a whole study (a `study` key) stands alone; one without is
+# merged key by key into the files before it (multiverse.config.compose). Snakemake
+# itself merges every file key by key; in module form the user's Snakefile owns the config.
+if not workflow.modifier.skip_configfile:
+    _cli = [str(p) for p in workflow.overwrite_configfiles]
+    _files = [p for p in map(str, workflow.configfiles) if p not in _cli] + _cli
+    _composed = compose([load_config(p) or {} for p in _files], dict(workflow.config_settings.config))
+    config.clear()
+    config.update(_composed)
 
 validate(config, "../schemas/config.schema.yaml")
 check_config(config)
 
 OUT = f"results/{config['study']}"
+TRAINER = trainer(config)
+BUILTIN = TRAINER == "builtin"
+DATA = f"{OUT}/{data_file(config)}" if data_file(config) else None
+METRICS = study_metrics(config)
 ROUNDS = range(len(round_sizes(config)))
 SLOTS = range(config["training"]["shard_size"])
 SEEDS = range(config["training"]["seeds"])

@@ -1,7 +1,9 @@
+# Each job measures one shard's universes: the built-in trainer's networks are evaluated
+# (multiverse.metrics.metrics_shard); a user's training reported its own metrics, which
+# are written in the same form (multiverse.metrics.recorded_metrics_shard).
 rule metrics:
     input:
-        data=f"{OUT}/data/dataset.npz",
-        models=shard_files("model.pt"),
+        **({"data": DATA, "models": shard_files("model.pt")} if BUILTIN else {}),
         records=shard_files("train.json"),
     output:
         shard_files("metrics.json"),
@@ -10,8 +12,7 @@ rule metrics:
     benchmark:
         f"{OUT}/benchmark/metrics/r{{round}}_s{{shard}}_seed{{replicate}}.tsv"
     params:
-        model=config["model"],
-        sharpness=config["metrics"].get("sharpness"),
+        **({"model": config["model"], "sharpness": config["metrics"].get("sharpness")} if BUILTIN else {}),
     threads: config["training"]["threads"]
     resources:
         mem_mb=config["training"]["mem_mb"],

@@ -54,7 +54,11 @@ rule report:
     benchmark:
         f"{OUT}/benchmark/report.tsv"
     params:
-        config={k: config[k] for k in ("study", "seed", "space", "design", "claims", "report")},
+        config={
+            **{k: config[k] for k in ("study", "seed", "space", "design", "claims", "report")},
+            # a user's declared metrics (None: the built-in trainer's, multiverse.BUILTIN_METRICS)
+            **({"declared_metrics": METRICS} if not BUILTIN else {}),
+        },
         figures=report_figures(),
     threads: config["report"]["threads"]
     conda:

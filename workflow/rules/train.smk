@@ -1,17 +1,27 @@
+# Each job trains one shard of a design round under one seed: the built-in trainer
+# (multiverse.train) writes each universe's weights and record; a user's training
+# (training.entrypoint or training.command, multiverse.entrypoint) its record with its
+# metrics, and keeps its own artefacts in the universe's run/ folder.
 rule train:
     input:
         design=f"{OUT}/design/round_{{round}}.json",
-        data=f"{OUT}/data/dataset.npz",
+        **({"data": DATA} if DATA else {}),
     output:
-        models=shard_files("model.pt"),
+        **({"models": shard_files("model.pt")} if BUILTIN else {}),
         records=shard_files("train.json"),
     log:
         f"{OUT}/logs/train/r{{round}}_s{{shard}}_seed{{replicate}}.log",
     benchmark:
         f"{OUT}/benchmark/train/r{{round}}_s{{shard}}_seed{{replicate}}.tsv"
     params:
-        model=config["model"],
-        training={k: config["training"][k] for k in ("epochs", "device", "base_batch")},
+        **(
+            {"model": config["model"], "training": {k: config["training"][k] for k in ("epochs", "device", "base_batch")}}
+            if BUILTIN
+            else {
+                "training": {k: config["training"][k] for k in (TRAINER, "pythonpath", "device") if k in config["training"]},
+                "metrics": METRICS,
+            }
+        ),
         seed=config["seed"],
     threads: config["training"]["threads"]
     resources:

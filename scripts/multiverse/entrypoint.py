@@ -1,0 +1,275 @@
+"""A user's own training (and data) code, run for each universe (rule ``train``).
+
+Two forms, set in the config's ``training`` section:
+
+- ``entrypoint: "module:function"``, imported from the folders of ``training.pythonpath``
+  (relative to the working directory) and called in-process, universe after universe,
+  inside the ``train`` job. It is given, by name, whichever of these its signature takes
+  (all of them if it takes ``**kwargs``): every dimension by its own name (an inactive
+  conditional one as None), ``params`` (the same as one dict), ``seed``, ``device``,
+  ``run_dir`` (a folder of its own for checkpoints and artefacts), ``data`` (what the
+  data step prepared, if one ran) and ``progress``, a callback
+  ``progress(epoch=..., **metrics)``. It returns a mapping of metric values. It needs no
+  import from this project.
+- ``command: "python train.py --lr {lr} --seed {seed} --out {out}"``, one process per
+  universe, for code in any language. The template is split into arguments first
+  (:func:`shlex.split`) and each argument is filled in on its own, so no value is ever
+  read by a shell. An argument naming an inactive dimension is left out (with the
+  ``--flag`` before it). The command writes a JSON object of metrics to ``{out}``; an
+  optional ``history`` list in it becomes the universe's history. Its output goes to the
+  job's log line by line, as it comes, so ``tail -f`` on the log follows it.
+
+Whatever goes wrong with one universe is recorded as that universe's ``failed`` outcome
+(its error and id, after ``training.retries`` more attempts), and the shard goes on: the
+function raised, the result is not a mapping, lacks a declared metric, or holds one that
+is not a finite number within its declared range; the command exited non-zero or wrote
+no JSON.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import json
+import logging
+import math
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+from string import Formatter
+from typing import Any, Callable, Mapping, Sequence
+
+
+class UniverseError(RuntimeError):
+    """A universe's training did not give valid metrics."""
+
+
+def load(spec: str, pythonpath: Sequence[str] = (), base: str | Path = ".") -> Callable:
+    """The callable ``module:function`` (the function may be dotted, ``module:Class.method``),
+    with the folders of ``pythonpath`` (relative to ``base``) searched first."""
+    module, sep, name = spec.partition(":")
+    if not sep or not module or not name:
+        raise ValueError(f"expected 'module:function', got {spec!r}")
+    for folder in reversed(list(pythonpath)):
+        path = str((Path(base) / folder).resolve())
+        if path not in sys.path:
+            sys.path.insert(0, path)
+    obj: Any = importlib.import_module(module)
+    for part in name.split("."):
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise TypeError(f"{spec} is a {type(obj).__name__}, not a function")
+    return obj
+
+
+def call(fn: Callable, available: Mapping[str, Any]) -> Any:
+    """``fn`` called with those of ``available`` its signature names (all with ``**kwargs``)."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return fn(**available)
+    if any(p.kind is p.VAR_KEYWORD for p in params):
+        return fn(**available)
+    return fn(**{p.name: available[p.name] for p in params
+                 if p.name in available and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)})
+
+
+def checked_metrics(result: Any, declared: Mapping[str, Mapping[str, Any]]) -> dict[str, float]:
+    """The declared metrics of ``result``, each a finite number within its range; raises
+    :class:`UniverseError` saying what is wrong. Undeclared keys are left out."""
+    if not isinstance(result, Mapping):
+        raise UniverseError(f"the training returned a {type(result).__name__}, expected a mapping of metrics "
+                            f"{sorted(declared)}")
+    missing = [m for m in declared if m not in result]
+    if missing:
+        raise UniverseError(f"the training's result lacks the declared metric(s) {missing} (it has {sorted(result)})")
+    out = {}
+    for name, decl in declared.items():
+        try:
+            v = float(result[name])
+        except (TypeError, ValueError):
+            raise UniverseError(f"metric {name!r} is {result[name]!r}, expected a number") from None
+        if not math.isfinite(v):
+            raise UniverseError(f"metric {name!r} is {v}, expected a finite number")
+        low, high = decl.get("range") or (None, None)
+        if (low is not None and v < low) or (high is not None and v > high):
+            raise UniverseError(f"metric {name!r} is {v}, outside its declared range [{low}, {high}]")
+        out[name] = v
+    return out
+
+
+class Progress:
+    """The ``progress(epoch=..., **metrics)`` callback: each call is one line of the job's
+    log (universe, epoch, metrics, seconds since its training started) and one entry of
+    the universe's ``history``."""
+
+    def __init__(self, universe_id: str, log: logging.Logger):
+        self.id, self.log, self.start, self.history = universe_id, log, time.perf_counter(), []
+
+    def __call__(self, epoch: Any = None, **metrics: Any) -> None:
+        given = metrics.pop("seconds", None)
+        seconds = float(given) if isinstance(given, (int, float)) else time.perf_counter() - self.start
+        entry = {"epoch": epoch, **{k: _plain(v) for k, v in metrics.items()}, "seconds": round(seconds, 3)}
+        self.history.append(entry)
+        shown = " ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}" for k, v in entry.items()
+                         if k not in ("epoch", "seconds"))
+        self.log.info("%s epoch %s %s (%.1fs)", self.id, epoch, shown, seconds)
+
+
+def _plain(v: Any) -> Any:
+    """A JSON-ready value (numpy and torch scalars as Python numbers)."""
+    if hasattr(v, "item") and callable(v.item):
+        try:
+            return v.item()
+        except (ValueError, RuntimeError):
+            pass
+    return v if isinstance(v, (int, float, str, bool, type(None))) else repr(v)
+
+
+def command_args(template: str, values: Mapping[str, Any], inactive: Sequence[str] = ()) -> list[str]:
+    """The argument list of ``template`` filled in with ``values``: split first, then each
+    argument formatted on its own (so a value is one argument, whatever it holds). An
+    argument naming one of the ``inactive`` dimensions is dropped, and so is a bare
+    ``--flag`` just before it."""
+    args: list[str] = []
+    for tok in shlex.split(template):
+        fields = [f for _, f, _, _ in Formatter().parse(tok) if f]
+        if any(f in inactive for f in fields):
+            if tok.strip("{}") in inactive and args and args[-1].startswith("-") and not _has_field(args[-1]):
+                args.pop()
+            continue
+        args.append(tok.format(**values))
+    return args
+
+
+def _has_field(tok: str) -> bool:
+    return any(f for _, f, _, _ in Formatter().parse(tok))
+
+
+def run_command(args: Sequence[str], out: Path, universe_id: str, log: logging.Logger,
+                cwd: str | Path = ".") -> Any:
+    """Run one universe's command (its output logged line by line) and read its metrics
+    JSON; raises :class:`UniverseError` on a non-zero exit or a missing or unreadable file."""
+    if out.exists():
+        out.unlink()  # a file left by an earlier attempt must not count as this one's
+    log.info("%s $ %s", universe_id, shlex.join(args))
+    tail: list[str] = []
+    try:
+        proc = subprocess.Popen(list(args), cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    except OSError as err:
+        raise UniverseError(f"the command could not start: {err}") from None
+    assert proc.stdout is not None
+    for line in proc.stdout:
+        line = line.rstrip("\n")
+        log.info("%s | %s", universe_id, line)
+        tail = (tail + [line])[-5:]
+    rc = proc.wait()
+    if rc != 0:
+        raise UniverseError(f"the command exited with status {rc}; its last output: {' / '.join(tail)}")
+    if not out.exists():
+        raise UniverseError(f"the command exited 0 but wrote no metrics JSON at {out}")
+    try:
+        return json.loads(out.read_text())
+    except json.JSONDecodeError as err:
+        raise UniverseError(f"the metrics file {out} is not JSON: {err}") from None
+
+
+def resolve_device(device: str) -> str:
+    """``cpu``, ``cuda``, or for ``auto`` cuda where torch sees a GPU (cpu without torch)."""
+    if device != "auto":
+        return device
+    try:
+        import torch
+    except ImportError:
+        return "cpu"
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def train_user_universe(universe: Mapping[str, Any], training: Mapping[str, Any], declared: Mapping[str, Any],
+                        run_dir: Path, data: Any, data_path: str | None, log: logging.Logger,
+                        fn: Callable | None = None) -> dict[str, Any]:
+    """One attempt at one universe with the user's entry point (``fn``) or command; its
+    record (``status`` ``ok``, ``metrics``, ``history``) or a raised error."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    params = dict(universe["params"])
+    device = resolve_device(training.get("device", "cpu"))
+    progress = Progress(universe["id"], log)
+    if fn is not None:
+        result = call(fn, {**params, "params": params, "seed": universe["seed"], "device": device,
+                           "run_dir": str(run_dir), "data": data, "progress": progress})
+        history = progress.history
+    else:
+        out = run_dir / "metrics.json"
+        values = {**{k: v for k, v in params.items() if v is not None}, "seed": universe["seed"], "out": str(out),
+                  "run_dir": str(run_dir), "device": device, "data": data_path or "", "python": sys.executable}
+        args = command_args(training["command"], values, [k for k, v in params.items() if v is None])
+        result = run_command(args, out, universe["id"], log)
+        # its epochs were logged live, from its output; its own history is kept as written
+        history = result.get("history", []) if isinstance(result, Mapping) else []
+    metrics = checked_metrics(result, declared)
+    return {"status": "ok", "metrics": metrics, "history": history,
+            "train_seconds": time.perf_counter() - progress.start, "epochs_run": len(history)}
+
+
+def read_prepared(path: str | None) -> Any:
+    """What the data step prepared: the built-in dataset's arrays, or a user data entry
+    point's object (pickled by ``prepare_data``); None without a data step."""
+    if path is None:
+        return None
+    if path.endswith(".npz"):
+        from multiverse.data import read_data
+
+        return read_data(path)
+    import pickle
+
+    with open(path, "rb") as fh:
+        return pickle.load(fh)
+
+
+def prepare_user_data(spec: str, pythonpath: Sequence[str], seed: int, path: str | None, out: str) -> Any:
+    """Rule ``prepare_data`` with ``data.entrypoint``: call it once (with ``seed`` and
+    ``path``, the config's ``data.path``, where it takes them) and pickle what it returns."""
+    import pickle
+
+    from multiverse.runtime import atomic_write
+
+    data = call(load(spec, pythonpath), {"seed": seed, "path": path})
+
+    def write(tmp: str) -> None:
+        with open(tmp, "wb") as fh:
+            pickle.dump(data, fh, protocol=pickle.HIGHEST_PROTOCOL)
+
+    atomic_write(out, write)
+    return data
+
+
+def train_user_shard(universes: Sequence[Mapping[str, Any]], training: Mapping[str, Any],
+                     declared: Mapping[str, Any], record_paths: Sequence[str], log: logging.Logger,
+                     data_path: str | None = None, retries: int = 1) -> None:
+    """Train each universe of a shard with the user's code and write its record (slot
+    order): its identity, outcome, metrics (NaN for a failed one) and history. Each
+    universe's ``run_dir`` is ``run/`` beside its record."""
+    from multiverse.runtime import versions, write_json
+    from multiverse.runtime import failed_record, universe_fields
+
+    universes = sorted(universes, key=lambda u: u["slot"])
+    if [u["slot"] for u in universes] != list(range(len(record_paths))):
+        raise ValueError(f"shard holds slots {[u['slot'] for u in universes]}, expected {len(record_paths)}")
+    fn = load(training["entrypoint"], training.get("pythonpath", [])) if training.get("entrypoint") else None
+    data = read_prepared(data_path) if fn is not None else None
+    env = versions(["numpy"])
+    for u, record_path in zip(universes, record_paths):
+        run_dir = Path(record_path).parent / "run"
+        for attempt in range(1, retries + 2):
+            try:
+                record = train_user_universe(u, training, declared, run_dir, data, data_path, log, fn)
+                break
+            except Exception as err:  # a universe's own failure is data, not a crash
+                log.exception("universe %s failed (attempt %d of %d)", u["id"], attempt, retries + 1)
+                record = {**failed_record(err), "metrics": {m: math.nan for m in declared}}
+        record = {**universe_fields(u), **record, "attempts": attempt, "versions": env}
+        write_json(record_path, record)
+        log.info("%s %s in %.2fs: %s %s", u["id"], u["params"], record["train_seconds"], record["status"],
+                 record.get("error") or record["metrics"])
