@@ -3,9 +3,10 @@ what the code gives.
 
     .venv/bin/python docs/readme_tables.py default [adaptive_optimizers ...] [--no-run]
 
-For each study (``default`` is ``config/config.yaml``, any other name
-``config/studies/<name>.yaml``) it runs the workflow (``snakemake --cores 2``; what is
-already done is not redone), reads ``results/<study>/report/claims.json`` and rewrites
+For each study (``default`` is ``config/config.yaml``, an example's name the user project
+``examples/<name>/`` run in its own folder, any other name ``config/studies/<name>.yaml``)
+it runs the workflow (``snakemake --cores 2``; what is already done is not redone), reads
+its ``results/<study>/report/claims.json`` and rewrites
 the README's block between ``<!-- tables:<study>:start -->`` and
 ``<!-- tables:<study>:end -->`` with the claims table, the Sobol indices of the study's
 first claim metric, and the date, machine and commit it came from.
@@ -45,10 +46,19 @@ def config_file(study: str) -> Path:
     return ROOT / ("config/config.yaml" if study == "default" else f"config/studies/{study}.yaml")
 
 
+def project(study: str) -> tuple[Path, list[str]]:
+    """The folder a study runs in and its snakemake arguments: an example runs in its own
+    folder, with its own Snakefile (module form) or this repository's (``-s``)."""
+    folder = ROOT / "examples" / study
+    if folder.is_dir():
+        return folder, [] if (folder / "Snakefile").exists() else ["-s", str(ROOT / "workflow" / "Snakefile")]
+    return ROOT, ["--configfile", str(config_file(study))]
+
+
 def block(study: str) -> str:
     from multiverse.report import markdown_claims, markdown_sensitivity
 
-    claims = json.loads((ROOT / f"results/{study}/report/claims.json").read_text())
+    claims = json.loads((project(study)[0] / f"results/{study}/report/claims.json").read_text())
     head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
     dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!README.md"],
                            cwd=ROOT, capture_output=True, text=True).stdout.strip()  # this script writes the README
@@ -75,8 +85,8 @@ def main() -> None:
     readme = (ROOT / "README.md").read_text()
     for study in args.studies:
         if not args.no_run:
-            cmd = [sys.executable, "-m", "snakemake", "--configfile", str(config_file(study)), "--cores", str(args.cores)]
-            subprocess.run(cmd, cwd=ROOT, check=True)
+            cwd, extra = project(study)
+            subprocess.run([sys.executable, "-m", "snakemake", *extra, "--cores", str(args.cores)], cwd=cwd, check=True)
         start, end = f"<!-- tables:{study}:start -->", f"<!-- tables:{study}:end -->"
         if start not in readme:
             raise SystemExit(f"README.md has no block {start} ... {end}")

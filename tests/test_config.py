@@ -154,3 +154,17 @@ def test_parsing_the_workflow_needs_no_heavy_imports():
         "assert not heavy, heavy"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_the_config_reference_is_generated_from_the_schema():
+    """config/README.md is what `python -m multiverse.config_reference` writes, and every
+    key of the schema has a description there."""
+    import yaml
+
+    from multiverse.config_reference import markdown, rows
+
+    schema = yaml.safe_load(Path(SCHEMA).read_text())
+    assert (Path(SCHEMA).parents[2] / "config" / "README.md").read_text() == markdown(schema), (
+        "config/README.md is stale: PYTHONPATH=scripts python -m multiverse.config_reference > config/README.md")
+    undescribed = [key for key, _, _, meaning in rows(schema) if not meaning]
+    assert not undescribed, undescribed
