@@ -23,7 +23,7 @@ def test_every_rule_names_a_pinned_env():
     for smk in (ROOT / "workflow/rules").glob("*.smk"):
         for block in re.split(r"^rule ", smk.read_text(), flags=re.M)[1:]:
             name = block.split(":")[0]
-            m = re.search(r'conda:\s*\n\s*"([^"]+)"', block)
+            m = re.search(r'conda:\s*\n(?:\s*#.*\n)?\s*(?:user_env\(config\) or )?"([^"]+)"', block)
             assert m, f"rule {name} has no conda env"
             assert (smk.parent / m.group(1)).resolve().exists(), f"rule {name}: {m.group(1)} is missing"
 
@@ -46,3 +46,17 @@ def test_conda_envs_pin_exact_versions_from_conda_forge_that_match_pip():
 
 def test_torch_is_pinned_for_pip():
     assert pip_pins()["torch"] == "2.13.0"
+
+
+def test_the_examples_envs_pin_what_requirements_txt_pins():
+    """A user project's own env (training.conda) follows the same rules as envs/*.yaml."""
+    pins = pip_pins()
+    envs = sorted((ROOT / "examples").glob("*/envs/*.yaml"))
+    assert envs
+    for env in envs:
+        spec = yaml.safe_load(env.read_text())
+        assert spec["channels"] == ["conda-forge", "nodefaults"], env
+        for dep in spec["dependencies"]:
+            name, version = (s.strip() for s in dep.split("="))
+            if name != "python":
+                assert pins[PIP_NAME.get(name, name)] == version, f"{env}: {dep}"

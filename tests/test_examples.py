@@ -75,12 +75,13 @@ def test_the_torch_script_example_runs_from_its_own_folder_with_the_repositorys_
 
 
 def test_a_study_file_with_other_kinds_of_dimensions_is_not_merged_into_the_default(tmp_path):
-    """A whole study in --configfile stands alone: a categorical lr where the default
-    study's lr is a float range used to fail the schema ('high', 'log', 'low' unexpected)."""
+    """A whole study in --configfile stands alone: a categorical weight decay where the
+    default study's is a float range used to fail the schema ('high', 'log', 'low' were
+    unexpected)."""
     cwd = make_checkout(tmp_path)
     study = yaml.safe_load((cwd / "tiny.yaml").read_text())
-    study["space"]["lr"] = {"type": "categorical", "choices": [0.01, 0.1]}
+    study["space"]["weight_decay"] = {"type": "categorical", "choices": [1.0e-5, 1.0e-3]}
     (cwd / "tiny.yaml").write_text(yaml.safe_dump(study))
     res = snakemake(cwd, "-n", "--cores", "1")
-    assert res.returncode == 0, res.stderr[-3000:]
-    assert planned_jobs(res)["train"] == 4
+    assert res.returncode == 0, (res.stdout + res.stderr)[-3000:]
+    assert planned_jobs(res)["train"] == 2  # a shard of 2 universes per round

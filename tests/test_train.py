@@ -94,3 +94,17 @@ def test_conditional_dimensions_reach_only_the_optimizers_that_use_them(digits):
     small, _ = train_universe(digits, {**U, "eps": 1e-8, "momentum": None}, seed=5, **KW)
     large, _ = train_universe(digits, {**U, "eps": 1.0, "momentum": None}, seed=5, **KW)
     assert not torch.equal(small["0.weight"], large["0.weight"])
+
+
+def test_width_depth_and_dropout_as_dimensions_and_adamw(digits):
+    """A universe's own width, depth and dropout override model.width / model.depth, and
+    the metrics step rebuilds the same network from its record."""
+    params = {**U, "optimizer": "adamw", "width": 8, "depth": 2, "dropout": 0.3}
+    state, r = train_universe(digits, params, seed=3, **KW)
+    assert r["status"] == "ok" and state["0.weight"].shape == (8, 64)
+    assert [k for k in state if k.endswith("weight")] == ["0.weight", "3.weight", "6.weight"]  # Linear, ReLU, Dropout
+    m = universe_metrics(digits, state, {**r, "params": params}, width=16, depth=1)
+    assert 0 <= m["test_acc"] <= 1 and m["train_loss"] > 0
+    plain, _ = train_universe(digits, {**params, "dropout": None}, seed=3, **KW)
+    assert set(plain) == {"0.weight", "0.bias", "2.weight", "2.bias", "4.weight", "4.bias"}  # no dropout layers
+    assert not torch.equal(plain["4.weight"], state["6.weight"])  # dropout changed the training

@@ -43,6 +43,10 @@ def test_every_universe_has_its_files(run):
             assert len(train["history"]) == train["epochs_run"] <= 2
             metrics = json.loads((u / "metrics.json").read_text())["metrics"]
             assert metrics["gap"] == pytest.approx(metrics["train_acc"] - metrics["test_acc"])
+            # every epoch is a line of the job's log (epoch, metrics, seconds) and has its seconds
+            log = (run / OUT / f"logs/train/r{r}_s0_seed0.log").read_text()
+            for h in train["history"]:
+                assert f"{train['id']} epoch {h['epoch']} train_loss=" in log and h["seconds"] >= 0
 
 
 @pytest.mark.slow

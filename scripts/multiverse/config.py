@@ -375,16 +375,19 @@ def check_sizes(config: Mapping[str, Any], memory: int | None = None) -> None:
     """Refuse design and report settings whose largest arrays would not fit in
     ``memory`` bytes (None: this machine's), naming the key and the estimated size.
 
-    The estimates are of float64 arrays the steps hold at once: the design's
-    candidate-by-reference posterior covariance per outcome (:mod:`multiverse.design`),
-    and the report's posterior samples at every reference point of every level
-    combination, for a claim's two compared variants (:mod:`multiverse.claims`)."""
+    The estimates are of the float64 arrays a step holds at once: the design's joint
+    posterior covariance of reference points and candidates, per outcome and its working
+    copy (:func:`multiverse.design.greedy_ivr`); the report's joint posterior over the
+    reference points of every level combination and its samples, for a claim's two
+    compared variants (:mod:`multiverse.claims`)."""
     memory = physical_memory() if memory is None else memory
     design, rep = config["design"], config["report"]
     combos = level_combinations(config["space"])
+    points = (design["reference"] + design["candidates"]) * combos
+    reference = rep["reference"] * combos
     estimates = {
-        "design.candidates": 8 * design["candidates"] * combos * design["reference"] * combos * len(design["outcomes"]),
-        "report.samples": 8 * 2 * rep["samples"] * rep["reference"] * combos,
+        "design.candidates": 8 * 2 * points**2 * len(design["outcomes"]),
+        "report.samples": 8 * 2 * (reference**2 + rep["samples"] * reference),
     }
     for key, size in estimates.items():
         if size > memory:

@@ -49,6 +49,13 @@ wildcard_constraints:
     replicate=r"\d+",
 
 
+def user_env(config):
+    """The conda env file of a user's training (training.conda) as an absolute path, so
+    that it resolves against the user's folder, not this file's; None without one."""
+    env = config["training"].get("conda")
+    return str(Path(env).resolve()) if env else None
+
+
 def universe_files(name, rounds, seeds=SEEDS):
     """`name` (e.g. metrics.json) of every universe of `rounds`, under each of `seeds`."""
     return [

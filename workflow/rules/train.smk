@@ -30,6 +30,7 @@ rule train:
         gpu=1 if config["training"]["device"] == "cuda" else 0,
     retries: config["training"]["retries"]
     conda:
-        "../../envs/torch.yaml"
+        # a user's own env (training.conda, relative to the working directory), else the built-in one
+        user_env(config) or "../../envs/torch.yaml"
     script:
         "../../scripts/train.py"
