@@ -17,7 +17,7 @@ SPACE = {
     "C": {"type": "float", "low": 1e-3, "high": 1e3, "log": True},
     "gamma": {"type": "float", "low": 1e-5, "high": 10.0, "log": True, "when": {"kernel": ["rbf"]}},
 }
-METRICS = {"val_acc": {"range": [0, 1], "goal": "maximize"}, "loss": {"range": [0, None]}}
+METRICS = {"val_acc": {"range": [0, 1], "goal": "maximize"}, "loss": {"range": [0, None], "goal": "minimize"}}
 DECLARED = {"val_acc": {"range": (0, 1)}, "loss": {"range": (0, None)}}
 
 USER_CODE = '''
@@ -106,7 +106,7 @@ def test_a_user_entry_point_takes_any_dimension_names_and_declares_its_metrics(p
     config = checked(user_config(entrypoint="user_code:train"))
     assert study_metrics(config) == {
         "val_acc": {"range": (0, 1), "goal": "maximize", "converged_only": False},
-        "loss": {"range": (0, None), "goal": None, "converged_only": False},
+        "loss": {"range": (0, None), "goal": "minimize", "converged_only": False},
     }
 
 
@@ -133,6 +133,8 @@ def test_a_bad_entry_point_or_command_is_named_before_any_job(project, edit, key
     (lambda c: c["metrics"].update(C={"range": [0, 1]}), "metrics.C"),
     (lambda c: c["metrics"].update(status={}), "metrics.status"),
     (lambda c: c["metrics"].update(f1={"range": [1, 0]}), "metrics.f1.range"),
+    (lambda c: c["claims"].append({"name": "best", "type": "expected_best", "metric": "loss", "dimension": "kernel",
+                                   "a": ["rbf"], "b": ["linear"], "relation": "<", "min_budget": 1}), "claims[1].metric"),
     (lambda c: c["space"].update(seed={"type": "int", "low": 0, "high": 3}), "space.seed"),
     (lambda c: c["space"].update(layers={"type": "int", "low": 1, "high": 3.5}), "space.layers.high"),
     (lambda c: c["data"].update(dataset="digits", entrypoint="user_code:load") if "data" in c

@@ -58,6 +58,12 @@ def check(claim: Mapping[str, Any], key: str, checks) -> None:
     from multiverse.config import ConfigError
 
     comparison.check(claim, key, checks)
+    goal = (checks.metrics.get(claim["metric"]) or {}).get("goal") if isinstance(checks.metrics, Mapping) else None
+    if goal == "minimize":
+        # the estimator is of the expected maximum: for a metric where smaller is better,
+        # the "best" of k universes would be read as their worst
+        raise ConfigError(f"{key}.metric", "a metric whose goal is maximize (expected_best reads the expected "
+                          "maximum of k universes)", claim["metric"])
     if claim.get("max_budget") and claim["max_budget"] < claim.get("min_budget", 1):
         raise ConfigError(f"{key}.max_budget", f"at least min_budget ({claim.get('min_budget', 1)})", claim["max_budget"])
 
