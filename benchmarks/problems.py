@@ -149,12 +149,19 @@ class _SVMCV:
             self.folds.append((sc.transform(X[tr]), y[tr], sc.transform(X[va]), y[va]))
 
     def __call__(self, universes: list[dict]) -> np.ndarray:
+        return self.scores(universes)["val_acc"]
+
+    def scores(self, universes: list[dict]) -> dict[str, np.ndarray]:
+        """Mean validation (``val_acc``) and training (``train_acc``) accuracy over the folds."""
         from sklearn.svm import SVC
 
-        return np.array([
-            np.mean([SVC(C=u["C"], gamma=u["gamma"], kernel="rbf").fit(a, b).score(c, d) for a, b, c, d in self.folds])
-            for u in universes
-        ])
+        out = np.zeros((len(universes), 2))
+        for i, u in enumerate(universes):
+            for a, b, c, d in self.folds:
+                m = SVC(C=u["C"], gamma=u["gamma"], kernel="rbf").fit(a, b)
+                out[i] += (m.score(c, d), m.score(a, b))
+        out /= len(self.folds)
+        return {"val_acc": out[:, 0], "train_acc": out[:, 1]}
 
 
 def svm_breast_cancer() -> Problem:
@@ -199,7 +206,12 @@ class _DigitsMLP:
     chunk = 1024  # trajectories trained together at most
 
     def __call__(self, universes: list[dict]) -> np.ndarray:
-        """Universes that differ only in ``epochs`` share one training trajectory."""
+        return self.scores(universes)["val_acc"]
+
+    def scores(self, universes: list[dict]) -> dict[str, np.ndarray]:
+        """Held-out accuracy (``val_acc``) and the full training set's cross-entropy after
+        the last epoch (``train_loss``, NaN when it is not finite: a diverged network).
+        Universes that differ only in ``epochs`` share one training trajectory."""
         import torch
 
         keys = [(float(u["lr"]), float(u["weight_decay"]), u["optimizer"]) for u in universes]
@@ -219,11 +231,13 @@ class _DigitsMLP:
                         curves[a + j] = c
         finally:
             torch.set_num_threads(threads)
-        return np.array([curves[row[k]][int(u["epochs"])] for k, u in zip(keys, universes)])
+        got = np.array([curves[row[k]][int(u["epochs"])] for k, u in zip(keys, universes)]).reshape(-1, 2)
+        return {"val_acc": got[:, 0], "train_loss": got[:, 1]}
 
     def _run(self, universes: list[dict], wanted: list[set], torch) -> list[dict]:
-        """Train the configurations together; per configuration {epoch: held-out accuracy}
-        at the epochs it wants."""
+        """Train the configurations together; per configuration {epoch: (held-out
+        accuracy, training loss)} at the epochs it wants. The split comes from ``seed``,
+        the initialisation and minibatch order from ``train_seed`` (default: ``seed``)."""
         s, f64 = self.s, torch.float64
         Xtr, Xte, ytr, yte = (torch.as_tensor(a) for a in self.data)
         Xtr, Xte = Xtr.to(f64), Xte.to(f64)
@@ -234,7 +248,7 @@ class _DigitsMLP:
         opt = torch.tensor([OPTIMIZERS.index(u["optimizer"]) for u in universes]).view(B, 1, 1)
         last = max(max(w) for w in wanted)
 
-        g = torch.Generator().manual_seed(s["seed"])
+        g = torch.Generator().manual_seed(s.get("train_seed", s["seed"]))
         W1 = ((torch.rand(d, H, generator=g, dtype=f64) * 2 - 1) * math.sqrt(6 / d)).expand(B, d, H).clone()
         W2 = ((torch.rand(H, 10, generator=g, dtype=f64) * 2 - 1) * math.sqrt(6 / (H + 10))).expand(B, H, 10).clone()
         params = [W1, torch.zeros(B, 1, H, dtype=f64), W2, torch.zeros(B, 1, 10, dtype=f64)]
@@ -265,8 +279,13 @@ class _DigitsMLP:
             if due:
                 W1, c1, W2, c2 = (p[due] for p in params)
                 z = torch.nan_to_num(torch.relu(Xte @ W1 + c1) @ W2 + c2, nan=0.0)
-                for i, a in zip(due, (z.argmax(-1) == yte).to(f64).mean(1).tolist()):
-                    curves[i][epoch] = a
+                acc = (z.argmax(-1) == yte).to(f64).mean(1).tolist()
+                logits = torch.relu(Xtr @ W1 + c1) @ W2 + c2
+                loss = torch.nn.functional.cross_entropy(logits.transpose(1, 2), ytr.expand(len(due), -1),
+                                                         reduction="none").mean(1)
+                loss = torch.where(torch.isfinite(loss), loss, torch.nan).tolist()
+                for i, a, lo in zip(due, acc, loss):
+                    curves[i][epoch] = (a, lo)
         return curves
 
 

@@ -34,16 +34,9 @@ def divergence_summary(divergence, space: SearchSpace, reference: Sequence[Mappi
     return {"share": float((p >= 0.5).mean()), "regions": regions, "p": p.tolist()}
 
 
-def analyse(df: pd.DataFrame, config: Mapping[str, Any]) -> dict[str, Any]:
-    """Verdicts for every claim, and per metric its Sobol indices and LOO diagnostics.
-
-    Returns ``{"claims", "sensitivity", "diagnostics", "influence", "surrogates",
-    "divergence", "space"}``. A claim whose surrogate fits poorly
-    (:data:`multiverse.gp.MIN_LOO_R2`, :data:`multiverse.gp.MIN_COVERAGE`) says so in
-    its summary.
-    """
-    from multiverse.sensitivity import sobol_indices
-
+def context(df: pd.DataFrame, config: Mapping[str, Any]) -> common.Context:
+    """The claims' context: the report's seed, a surrogate per metric and the
+    divergence model, fitted on the study's table ``df``."""
     space = SearchSpace.from_config(config["space"])
     rep = config["report"]
     seed = derive_seed(config["seed"], 7)
@@ -51,16 +44,17 @@ def analyse(df: pd.DataFrame, config: Mapping[str, Any]) -> dict[str, Any]:
     declared = config.get("declared_metrics")
     sur = fit_surrogates(df, space, metrics, seed, declared)
     divergence = fit_divergence(df, space, derive_seed(seed, 400))
-    ctx = common.Context(space=space, df=df, surrogates=sur, divergence=divergence, samples=rep["samples"],
-                         reference=rep["reference"], bootstrap=rep["bootstrap"], seed=seed,
-                         universes=per_universe(df, space, metrics[0])[0], declared=declared)
-    base_all = ctx.reference_set()
-    infl = {m: influence(s.model, space, base_all) if s else None for m, s in sur.items()}
-    diag = {m: loo_diagnostics(s.model, s.warp) if s else None for m, s in sur.items()}
-    sens = {m: sobol_indices(s.sample, space, rep["sobol_points"], min(64, rep["samples"]),
-                             derive_seed(seed, 300 + k)) if s else None for k, (m, s) in enumerate(sur.items())}
+    return common.Context(space=space, df=df, surrogates=sur, divergence=divergence, samples=rep["samples"],
+                          reference=rep["reference"], bootstrap=rep["bootstrap"], seed=seed,
+                          universes=per_universe(df, space, metrics[0])[0], declared=declared)
+
+
+def judge_claims(claims: Sequence[Mapping[str, Any]], ctx: common.Context, infl: Mapping[str, Any],
+                 diag: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Each claim's analysis (:mod:`multiverse.claims`), with the surrogate's fit and where
+    it was read in its summary."""
     results = []
-    for i, claim in enumerate(config.get("claims", [])):
+    for i, claim in enumerate(claims):
         kind = C.kind(claim)
         ms = kind.metrics(claim)
         res = kind.analyse(claim, ctx, i, infl[ms[0]])
@@ -74,8 +68,31 @@ def analyse(df: pd.DataFrame, config: Mapping[str, Any]) -> dict[str, Any]:
             res["summary"] += "; " + res["read_where"]
         results.append({"name": claim["name"], "type": kind.NAME, "statement": claim.get("statement") or kind.statement(claim),
                         "claim": dict(claim), **res})
+    return results
+
+
+def analyse(df: pd.DataFrame, config: Mapping[str, Any], sensitivity: bool = True) -> dict[str, Any]:
+    """Verdicts for every claim, and per metric its Sobol indices and LOO diagnostics.
+
+    Returns ``{"claims", "sensitivity", "diagnostics", "influence", "surrogates",
+    "divergence", "space", "context"}``. A claim whose surrogate fits poorly
+    (:data:`multiverse.gp.MIN_LOO_R2`, :data:`multiverse.gp.MIN_COVERAGE`) says so in
+    its summary. ``sensitivity=False`` leaves the Sobol indices out (None), as the
+    calibration benchmark does.
+    """
+    from multiverse.sensitivity import sobol_indices
+
+    ctx = context(df, config)
+    space, sur, rep, seed = ctx.space, ctx.surrogates, config["report"], ctx.seed
+    base_all = ctx.reference_set()
+    infl = {m: influence(s.model, space, base_all) if s else None for m, s in sur.items()}
+    diag = {m: loo_diagnostics(s.model, s.warp) if s else None for m, s in sur.items()}
+    sens = {m: sobol_indices(s.sample, space, rep["sobol_points"], min(64, rep["samples"]),
+                             derive_seed(seed, 300 + k)) if s and sensitivity else None
+            for k, (m, s) in enumerate(sur.items())}
+    results = judge_claims(config.get("claims", []), ctx, infl, diag)
     return {"claims": results, "sensitivity": sens, "diagnostics": diag, "influence": infl, "surrogates": sur,
-            "divergence": divergence_summary(divergence, space, base_all), "space": space}
+            "divergence": divergence_summary(ctx.divergence, space, base_all), "space": space, "context": ctx}
 
 
 def fmt(x: Mapping[str, Any]) -> str:

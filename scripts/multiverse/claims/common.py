@@ -196,9 +196,9 @@ def describe_regions(space, universes: Sequence[Mapping[str, Any]], labels, excl
     at local P(holds) >= 0.95, fails at <= 0.05, equivalent with a margin, else
     uncertain). The share of the multiverse under each label is counted directly; a
     shallow decision tree (scikit-learn) with leaves of at least 10% of the reference
-    set then describes where each label lies. Returns the shares, the leaves (rule,
-    label, share, and purity: the share of the leaf's points that carry its label)
-    and the tree's accuracy.
+    set then describes where each label lies. Returns the shares, each point's label,
+    the leaves (rule, label, share, and purity: the share of the leaf's points that
+    carry its label) and the tree's accuracy.
     """
     from sklearn.tree import DecisionTreeClassifier
 
@@ -206,7 +206,7 @@ def describe_regions(space, universes: Sequence[Mapping[str, Any]], labels, excl
     order = [lb for lb in LABEL_ORDER if np.any(labels == lb)] + sorted(set(labels) - set(LABEL_ORDER))
     shares = {lb: float(np.mean(labels == lb)) for lb in order}
     share_text = ", ".join(f"{lb} on {s:.0%}" for lb, s in shares.items())
-    base = {"shares": shares, "share_holds": shares.get("holds", 0.0)}
+    base = {"shares": shares, "share_holds": shares.get("holds", 0.0), "labels": [str(lb) for lb in labels]}
     if len(shares) == 1:
         (only,) = shares
         return {**base, "text": f"{only} everywhere in the multiverse", "leaves": [], "accuracy": 1.0}

@@ -222,6 +222,13 @@ def holds_map(sur, space, claim: Mapping[str, Any], base: Sequence[Mapping[str, 
             "p_equivalent": None if s["p_equivalent"] is None else s["p_equivalent"].tolist()}
 
 
+def reference(ctx, claim: Mapping[str, Any]) -> tuple[list[dict], float]:
+    """The reference universes a trend is read over (those converging all along its
+    grid, for a metric declared ``converged_only``) and their share of the multiverse."""
+    return ctx.converging([claim["metric"]], ctx.reference_set(per_level=True),
+                          [{claim["dimension"]: v} for v in trend_grid(ctx.space, claim)])
+
+
 def analyse(claim: Mapping[str, Any], ctx, i: int, influence) -> dict[str, Any]:
     from multiverse.ids import derive_seed
 
@@ -230,8 +237,7 @@ def analyse(claim: Mapping[str, Any], ctx, i: int, influence) -> dict[str, Any]:
     y = ctx.values(metric)
     sur = ctx.surrogates.get(metric)
     conds = conditions(space, claim)
-    base, share = ctx.converging([metric], ctx.reference_set(per_level=True),
-                                 [{claim["dimension"]: v} for v in trend_grid(space, claim)])
+    base, share = reference(ctx, claim)
     if sur is None:
         gps, family = [common.no_surrogate(int(np.isfinite(y).sum())) for _ in conds], {"conditions": 0, "p_all": float("nan")}
     else:

@@ -1,0 +1,476 @@
+"""Calibration of the claims on real trainings: do the report's 95% intervals hold the
+truth, and how often is a confident verdict wrong?
+
+A *grid* is a dense full-factorial multiverse of real trainings with two training seeds
+per cell (:func:`svm_grid`, :func:`digits_grid`); the truth of a claim is its statistic
+computed from the grid's seed means (:func:`truth`). A *draw* runs the workflow's design
+on the grid's space (round 0 Sobol, then gp-ivr rounds, :func:`multiverse.design.design_round`),
+snaps every chosen universe to the nearest unused grid cell, reads each universe's
+outcome from one of the cell's two seeds at random, and analyses the resulting table
+with the report's own code (:func:`multiverse.report.analyse`). Hundreds of draws then
+cost no training.
+
+    .venv/bin/python benchmarks/calibration.py [--grids svm digits] [--draws 50] [--out results/benchmarks/calibration]
+
+Prints, per grid and claim, with 95% Wilson intervals for rates: the coverage of the
+GP's and the observed universes' 95% intervals, the share of decided verdicts where the
+truth is clear, the share of wrong confident verdicts, the median absolute error of
+"share of the multiverse where it holds", and the share of the multiverse whose local
+holds/fails/uncertain label disagrees with the truth's.
+
+Grids are computed once and cached in ``results/benchmarks/calibration/<name>_<layout>.npz``
+(the layout, e.g. ``C40-gamma40-seeds2``, is in the file name; a hash of the problem's
+settings inside it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import math
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
+
+import problems  # noqa: E402
+
+CACHE_DIR = problems.CACHE_DIR / "calibration"
+SEEDS = 2
+#: The workflow's default design: 16 Sobol universes, then four gp-ivr rounds of 8.
+ROUNDS = (16, 8, 8, 8, 8)
+#: The report's settings (the schema's defaults).
+REPORT = {"samples": 512, "reference": 128, "bootstrap": 2000, "sobol_points": 256, "threads": 1, "metrics": []}
+#: A truth is *clear* when it lies further than this many grid errors from the claim's threshold.
+CLEAR = 2.0
+
+
+# --- grids ---------------------------------------------------------------------------
+@dataclass
+class Grid:
+    """A full-factorial multiverse of real trainings.
+
+    ``axes`` holds each dimension's values (in the space's order); ``values[metric]``
+    is an ``axis_1 x ... x axis_d x seeds`` array (NaN where a seed diverged, for
+    metrics declared ``converged_only``).
+    """
+
+    name: str
+    description: str
+    space: dict
+    axes: dict
+    values: dict
+    outcomes: list
+    claims: list
+
+    @property
+    def dims(self) -> list[str]:
+        return list(self.axes)
+
+    def universes(self) -> list[dict]:
+        import itertools
+
+        return [dict(zip(self.dims, v)) for v in itertools.product(*self.axes.values())]
+
+    def mean(self, metric: str) -> np.ndarray:
+        """Each cell's mean over the seeds (NaN where any seed is NaN)."""
+        return self.values[metric].mean(-1)
+
+    def diverged(self) -> np.ndarray | None:
+        """Per cell and seed, whether the run diverged (a non-finite converged-only metric)."""
+        from multiverse import declaration
+
+        only = [m for m in self.values if declaration(m)["converged_only"]]
+        if not only:
+            return None
+        return np.any([~np.isfinite(self.values[m]) for m in only], axis=0)
+
+
+def layout(axes: Mapping[str, Sequence]) -> str:
+    return "-".join(f"{n}{len(v)}" for n, v in axes.items()) + f"-seeds{SEEDS}"
+
+
+def cached_grid(name: str, axes: dict, settings: dict, compute: Callable[[list[dict], int], dict],
+                cache_dir: Path | None = CACHE_DIR) -> dict:
+    """``compute(universes, seed)`` -> {metric: values} for every seed, as ``axes x seeds``
+    arrays; cached under a path naming the layout, checked against a hash of the settings."""
+    import itertools
+
+    universes = [dict(zip(axes, v)) for v in itertools.product(*axes.values())]
+    key = hashlib.sha256(json.dumps({"name": name, "axes": axes, "settings": settings}, sort_keys=True,
+                                    default=str).encode()).hexdigest()
+    path = None if cache_dir is None else Path(cache_dir) / f"{name}_{layout(axes)}.npz"
+    if path is not None and path.exists():
+        with np.load(path, allow_pickle=False) as f:
+            if str(f["key"]) == key:
+                return {m: f[m].copy() for m in f.files if m != "key"}
+    per_seed = [compute(universes, s) for s in range(SEEDS)]
+    shape = [len(v) for v in axes.values()] + [SEEDS]
+    values = {m: np.stack([p[m] for p in per_seed], -1).reshape(shape) for m in per_seed[0]}
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.stem + ".tmp.npz")
+        np.savez(tmp, key=np.array(key), **values)
+        tmp.replace(path)
+    return values
+
+
+def svm_grid(cache_dir: Path | None = CACHE_DIR) -> Grid:
+    """Bell et al.'s RBF SVM on breast cancer (:func:`problems.svm_breast_cancer`'s grid):
+    C x gamma, 40 x 40; a seed is a fold split. Smooth, with a steep edge at large gamma."""
+    p = problems.svm_breast_cancer()
+    axes = {n: problems.axis(s, p.grid_sizes[n]) for n, s in p.space.items()}
+    values = cached_grid("svm_breast_cancer", axes, p.settings,
+                         lambda us, s: problems._SVMCV(seed=problems.SVM_SEED + s).scores(us), cache_dir)
+    claims = [
+        {"name": "svm_trend_C", "type": "trend", "metric": "val_acc", "dimension": "C", "direction": "increasing"},
+        {"name": "svm_train_vs_val", "type": "correlation", "x": "train_acc", "y": "val_acc", "relation": "positive"},
+    ]
+    return Grid("svm", p.description + "; 2 fold splits", p.space, axes, values, ["val_acc"], claims)
+
+
+def digits_grid(cache_dir: Path | None = CACHE_DIR) -> Grid:
+    """The digits MLP (:func:`problems.digits_model`'s grid): lr x weight decay x epochs x
+    optimizer, 14 x 14 x 12 x 3; a seed is an initialisation and minibatch order. It has a
+    cliff: every optimizer collapses to chance at large learning rates, Adam from a far
+    smaller one than SGD."""
+    p = problems.digits_model()
+    axes = {n: problems.axis(s, p.grid_sizes.get(n, 0)) for n, s in p.space.items()}
+    settings = {**p.settings, "metrics": ["val_acc", "train_loss"]}
+    values = cached_grid("digits_model", axes, settings,
+                         lambda us, s: problems._DigitsMLP(train_seed=s).scores(us), cache_dir)
+    # the grid trains in float64; the workflow's float32 trainer calls a run diverged when
+    # its loss is no longer finite, i.e. beyond float32's largest value
+    loss = values["train_loss"]
+    values["train_loss"] = np.where(loss > np.finfo(np.float32).max, np.nan, loss)
+    claims = [
+        {"name": "digits_adam_vs_sgd", "type": "comparison", "metric": "val_acc", "dimension": "optimizer",
+         "a": ["adam"], "b": ["sgd"], "relation": ">="},
+        {"name": "digits_trend_epochs", "type": "trend", "metric": "val_acc", "dimension": "epochs",
+         "direction": "increasing"},
+        {"name": "digits_loss_vs_acc", "type": "correlation", "x": "train_loss", "y": "val_acc", "relation": "negative"},
+        {"name": "digits_expected_best", "type": "expected_best", "metric": "val_acc", "dimension": "optimizer",
+         "a": ["adam"], "b": ["sgd"], "relation": ">=", "min_budget": 2},
+    ]
+    return Grid("digits", p.description + "; 2 training seeds", p.space, axes, values, ["val_acc", "train_loss"],
+                claims)
+
+
+GRIDS: dict[str, Callable[..., Grid]] = {"svm": svm_grid, "digits": digits_grid}
+
+
+# --- the truth of a claim on a grid --------------------------------------------------
+def positions(grid: Grid, name: str) -> np.ndarray:
+    from multiverse.space import SearchSpace
+
+    return np.asarray(SearchSpace.from_config(grid.space)[name].to_unit(grid.axes[name]), dtype=float)
+
+
+def _levels(grid: Grid, claim: Mapping[str, Any], side: str) -> list[int]:
+    return [grid.axes[claim["dimension"]].index(lv) for lv in claim[side]]
+
+
+def local_effects(grid: Grid, claim: Mapping[str, Any], values: np.ndarray) -> np.ndarray:
+    """A comparison's or trend's local effect at every cell of the other dimensions
+    (``values``: one array over the grid's axes). Comparison: the mean over ``a``'s
+    levels less ``b``'s; trend: the least-squares slope along the dimension's positions."""
+    from multiverse import stats
+
+    ax = grid.dims.index(claim["dimension"])
+    v = np.moveaxis(values, ax, -1)
+    if claim.get("type", "comparison") == "trend":
+        return stats.slope(positions(grid, claim["dimension"]), v)
+    return v[..., _levels(grid, claim, "a")].mean(-1) - v[..., _levels(grid, claim, "b")].mean(-1)
+
+
+def statistic(grid: Grid, claim: Mapping[str, Any], values: Mapping[str, np.ndarray],
+              budgets: Sequence[int] = ()) -> float:
+    """A claim's statistic over the whole grid, from per-cell ``values`` (``{metric: axes
+    array}``; for expected best ``axes x seeds`` single-seed outcomes)."""
+    from scipy.stats import kendalltau
+
+    from multiverse import stats
+
+    kind = claim.get("type", "comparison")
+    if kind in ("comparison", "trend"):
+        return float(np.mean(local_effects(grid, claim, values[claim["metric"]])))
+    if kind == "correlation":
+        x, y = values[claim["x"]].ravel(), values[claim["y"]].ravel()
+        ok = np.isfinite(x) & np.isfinite(y)
+        return float(kendalltau(x[ok], y[ok]).statistic)
+    if kind == "expected_best":
+        v = np.moveaxis(values[claim["metric"]], grid.dims.index(claim["dimension"]), 0)
+        group = lambda side: np.concatenate([v[i].ravel() for i in _levels(grid, claim, side)])  # noqa: E731
+        diff = stats.mean_max(group("a"), budgets) - stats.mean_max(group("b"), budgets)
+        return float(diff[np.argmin(stats.SIGN[claim["relation"]] * diff)])
+    raise ValueError(f"unknown claim type {kind!r}")
+
+
+def truth(grid: Grid, claim: Mapping[str, Any], budgets: Sequence[int] = ()) -> dict[str, float]:
+    """The claim's true statistic (from the seed means; for expected best, every seed's
+    outcome is a draw) and its grid error: half the difference between the statistic
+    of seed 0 alone and of seed 1 alone (the standard error of a mean of two)."""
+    metrics = {m for k in ("metric", "x", "y") if k in claim for m in [claim[k]]}
+    if claim.get("type") == "expected_best":
+        full = {m: grid.values[m] for m in metrics}
+    else:
+        full = {m: grid.mean(m) for m in metrics}
+    per_seed = [statistic(grid, claim, {m: grid.values[m][..., s] for m in metrics}, budgets) for s in range(SEEDS)]
+    return {"truth": statistic(grid, claim, full, budgets), "error": abs(per_seed[0] - per_seed[1]) / 2}
+
+
+def holds(effect: float, claim: Mapping[str, Any]) -> bool:
+    """Whether a (true) statistic satisfies the claim (:func:`multiverse.stats.holds_mask`)."""
+    from multiverse import stats
+    from multiverse.claims import common
+
+    return bool(stats.holds_mask(np.array([effect]), common.relation(claim), common.margin(claim))[0])
+
+
+def true_labels(grid: Grid, claim: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    """A comparison's or trend's local effects at every cell of the other dimensions and
+    their true labels: holds or fails beyond ``CLEAR`` grid errors of 0 (the root mean
+    square of the per-cell seed-half-differences), else uncertain."""
+    m = grid.mean(claim["metric"])
+    local = local_effects(grid, claim, m)
+    halves = [local_effects(grid, claim, grid.values[claim["metric"]][..., s]) for s in range(SEEDS)]
+    err = float(np.sqrt(np.nanmean(((halves[0] - halves[1]) / 2) ** 2)))
+    from multiverse import stats
+    from multiverse.claims import common
+
+    sign = stats.SIGN[common.relation(claim)]
+    labels = np.where(sign * local > CLEAR * err, "holds", np.where(sign * local < -CLEAR * err, "fails", "uncertain"))
+    return local, labels
+
+
+# --- a draw -----------------------------------------------------------------------
+def snap(grid: Grid, space, universe: Mapping[str, Any], used: set) -> tuple[int, ...]:
+    """The grid cell nearest ``universe`` (in the space's unit coordinates) that no
+    universe of the draw holds yet, with the same categorical levels."""
+    best, best_d = None, math.inf
+    cats = {n: grid.axes[n].index(universe[n]) for n in grid.dims if space[n].is_categorical}
+    numeric = [n for n in grid.dims if not space[n].is_categorical]
+    # per numeric dimension, its axis' positions sorted by distance to the universe's
+    dist = {n: (positions(grid, n) - float(space[n].to_unit([universe[n]])[0])) ** 2 for n in numeric}
+    order = {n: np.argsort(dist[n], kind="stable") for n in numeric}
+    import itertools
+
+    # cells nearest first: look at the 4 nearest values along each numeric axis first
+    for width in (4, max(len(a) for a in grid.axes.values())):
+        for combo in itertools.product(*(order[n][:width] for n in numeric)):
+            idx = dict(zip(numeric, (int(i) for i in combo)), **cats)
+            cell = tuple(idx[n] for n in grid.dims)
+            if cell in used:
+                continue
+            d = sum(dist[n][idx[n]] for n in numeric)
+            if d < best_d:
+                best, best_d = cell, d
+        if best is not None:
+            return best
+    raise ValueError("no unused grid cell left")
+
+
+def draw_table(grid: Grid, seed: int, rounds: Sequence[int] = ROUNDS, design: Mapping[str, Any] | None = None):
+    """One draw: the workflow's design rounds on the grid's space, each universe snapped
+    to a grid cell and read from one of its seeds at random. Returns the study table (as
+    the workflow's ``aggregate`` writes it: one row per universe and seed) and the cells."""
+    import pandas as pd
+
+    from multiverse.design import design_round
+    from multiverse.ids import derive_seed, universe_id
+    from multiverse.space import SearchSpace
+
+    space = SearchSpace.from_config(grid.space)
+    design = {"strategy": "gp-ivr", "outcomes": grid.outcomes, "candidates": 512, "reference": 256,
+              "replicates": 1, "categorical": "onehot", **(design or {})}
+    rng = np.random.default_rng(derive_seed(seed, 1))
+    diverged = grid.diverged()
+    records, rows, used = [], [], set()
+    for r in range(len(rounds)):
+        new, _, _ = design_round(r, list(rounds), space, design, derive_seed(seed, 2), records)
+        for i, u in enumerate(new):
+            cell = snap(grid, space, u, used)
+            used.add(cell)
+            s = int(rng.integers(SEEDS))
+            params = {n: grid.axes[n][j] for n, j in zip(grid.dims, cell)}
+            metrics = {m: float(v[cell + (s,)]) for m, v in grid.values.items()}
+            status = "diverged" if diverged is not None and diverged[cell + (s,)] else "ok"
+            uid = universe_id(r, i)
+            records.append({"id": uid, "params": params, "status": status, "metrics": metrics})
+            rows.append({"universe": uid, "round": r, "seed": s, "status": status, **params, **metrics})
+    return pd.DataFrame(rows), used
+
+
+def study_config(grid: Grid, seed: int, report: Mapping[str, Any] | None = None) -> dict:
+    return {"seed": seed, "space": grid.space, "claims": grid.claims, "report": {**REPORT, **(report or {})},
+            "design": {"outcomes": grid.outcomes}}
+
+
+# --- scoring ------------------------------------------------------------------------
+DECIDED = ("holds", "fails", "equivalent")
+
+
+def covers(answer: Mapping[str, Any], value: float) -> float:
+    """1 if ``answer``'s 95% interval holds ``value``, 0 if not, NaN without an interval."""
+    lo, hi = answer.get("effect_lo", np.nan), answer.get("effect_hi", np.nan)
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        return np.nan
+    return float(lo <= value <= hi)
+
+
+def wrong(verdict: str, true_holds: bool) -> bool:
+    """A confident verdict on the wrong side of the truth."""
+    return (verdict == "holds" and not true_holds) or (verdict == "fails" and true_holds)
+
+
+def score(grid: Grid, result: Mapping[str, Any], labels_truth=None, cells=None) -> dict[str, Any]:
+    """One claim's result of one draw against the grid's truth."""
+    claim = result["claim"]
+    gp, obs = result["gp"], result["observed"]
+    t = truth(grid, claim, gp.get("budgets", ()))
+    out = {"claim": claim["name"], "type": result["type"], "truth": t["truth"], "error": t["error"],
+           "clear": abs(t["truth"]) > CLEAR * t["error"], "true_holds": holds(t["truth"], claim),
+           "gp_effect": gp.get("effect", np.nan), "gp_lo": gp.get("effect_lo", np.nan),
+           "gp_hi": gp.get("effect_hi", np.nan), "gp_verdict": gp["verdict"], "gp_covers": covers(gp, t["truth"]),
+           "obs_verdict": obs["verdict"]}
+    if claim.get("type") == "expected_best":
+        ot = truth(grid, claim, obs.get("budgets_observed") or ())["truth"] if obs.get("budgets_observed") else np.nan
+        out["obs_covers"] = covers(obs, ot) if np.isfinite(ot) else np.nan
+    else:
+        out["obs_covers"] = covers(obs, t["truth"])
+    out["gp_decided"] = gp["verdict"] in DECIDED
+    out["gp_wrong"] = wrong(gp["verdict"], out["true_holds"])
+    out["obs_decided"] = obs["verdict"] in DECIDED
+    out["obs_wrong"] = wrong(obs["verdict"], out["true_holds"])
+    out["share_error"], out["label_disagreement"] = np.nan, np.nan
+    if labels_truth is not None and np.isfinite(gp.get("fraction_holds", np.nan)):
+        local, true_lab = labels_truth
+        out["share_error"] = float(gp["fraction_holds"] - np.mean([holds(v, claim) for v in local.ravel()]))
+        if cells is not None and (gp.get("regions") or {}).get("labels") is not None:
+            lab = np.asarray(gp["regions"]["labels"], dtype=object)
+            out["label_disagreement"] = float(np.mean(lab != np.array([true_lab[c] for c in cells], dtype=object)))
+    return out
+
+
+def reference_cells(grid: Grid, ctx, claim: Mapping[str, Any]) -> list[tuple]:
+    """The grid cell (of the dimensions other than the claim's) nearest each reference
+    universe where the report labels a comparison or trend locally."""
+    from multiverse.claims import comparison, trend
+
+    space = ctx.space
+    if claim.get("type", "comparison") == "trend":
+        base, _ = trend.reference(ctx, claim)
+        base = trend.trend_universes(space, claim, base, trend.conditions(space, claim)[0])[2]
+    else:
+        base = comparison.prepare(claim, ctx, 0, comparison.observed_answer)[3]
+    others = [n for n in grid.dims if n != claim["dimension"]]
+    out = []
+    for u in base:
+        idx = []
+        for n in others:
+            if space[n].is_categorical:
+                idx.append(grid.axes[n].index(u[n]))
+            else:
+                idx.append(int(np.argmin(np.abs(positions(grid, n) - float(space[n].to_unit([u[n]])[0])))))
+        out.append(tuple(idx))
+    return out
+
+
+def run_draw(grid: Grid, seed: int, report: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Analyse one draw with the report's code and score every claim."""
+    from multiverse import report as R
+
+    df, _ = draw_table(grid, seed)
+    config = study_config(grid, seed, report)
+    result = R.analyse(df, config, sensitivity=False)
+    scored = []
+    for res in result["claims"]:
+        claim = res["claim"]
+        labels_truth, cells = None, None
+        if res["type"] in ("comparison", "trend"):
+            labels_truth = true_labels(grid, claim)
+            cells = reference_cells(grid, result["context"], claim)
+        scored.append({"draw": seed, "n": int(df["universe"].nunique()), **score(grid, res, labels_truth, cells)})
+    return scored
+
+
+# --- tables -------------------------------------------------------------------------
+def wilson(k: int, n: int) -> tuple[float, float]:
+    """95% Wilson interval of a rate ``k / n`` (scipy)."""
+    from scipy.stats import binomtest
+
+    if n == 0:
+        return (np.nan, np.nan)
+    ci = binomtest(int(k), int(n)).proportion_ci(0.95, method="wilson")
+    return float(ci.low), float(ci.high)
+
+
+def rate(x) -> str:
+    """``k/n = rate [lo, hi]`` of a boolean series (NaN left out)."""
+    x = np.asarray(x, dtype=float)
+    x = x[np.isfinite(x)]
+    if len(x) == 0:
+        return "n/a"
+    k, n = int(x.sum()), len(x)
+    lo, hi = wilson(k, n)
+    return f"{k}/{n} = {k / n:.2f} [{lo:.2f}, {hi:.2f}]"
+
+
+def summary(rows: Sequence[Mapping[str, Any]]):
+    """One row per grid and claim: the benchmark's table."""
+    import pandas as pd
+
+    df = pd.DataFrame(rows)
+    out = []
+    for (g, c), d in df.groupby(["grid", "claim"], sort=False):
+        clear = d[d["clear"]]
+        share = d["share_error"].abs().dropna()
+        lab = d["label_disagreement"].dropna()
+        out.append({
+            "grid": g, "claim": c, "type": d["type"].iloc[0], "draws": len(d),
+            "truth": f"{d['truth'].mean():+.3f} (grid error {d['error'].mean():.3f})",
+            "GP coverage": rate(d["gp_covers"]), "observed coverage": rate(d["obs_covers"]),
+            "GP decided where clear": rate(clear["gp_decided"]) if len(clear) else "truth not clear",
+            "GP wrong confident": rate(d["gp_wrong"]), "observed wrong confident": rate(d["obs_wrong"]),
+            "median abs error of share where it holds": f"{share.median():.3f}" if len(share) else "n/a",
+            "label disagreement (mean share)": f"{lab.mean():.3f}" if len(lab) else "n/a",
+        })
+    return pd.DataFrame(out)
+
+
+def main(argv: Sequence[str]) -> None:
+    import pandas as pd
+    import torch
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--grids", nargs="+", default=list(GRIDS), choices=list(GRIDS))
+    ap.add_argument("--draws", type=int, default=50)
+    ap.add_argument("--first", type=int, default=0, help="seed of the first draw")
+    ap.add_argument("--out", default=str(CACHE_DIR), help="folder for the per-draw rows (draws.csv)")
+    args = ap.parse_args(argv)
+    torch.set_num_threads(1)
+    rows = []
+    for name in args.grids:
+        start = time.perf_counter()
+        grid = GRIDS[name]()
+        print(f"# {name}: {grid.description} (grid ready in {time.perf_counter() - start:.0f} s)", flush=True)
+        for s in range(args.first, args.first + args.draws):
+            t0 = time.perf_counter()
+            for r in run_draw(grid, s):
+                rows.append({"grid": name, **r})
+            print(f"  draw {s}: {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(rows).to_csv(out / "draws.csv", index=False)
+    print(summary(rows).to_markdown(index=False))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
