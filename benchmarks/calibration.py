@@ -383,11 +383,13 @@ def reference_cells(grid: Grid, ctx, claim: Mapping[str, Any]) -> list[tuple]:
     return out
 
 
-def run_draw(grid: Grid, seed: int, report: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
-    """Analyse one draw with the report's code and score every claim."""
+def run_draw(grid: Grid, seed: int, report: Mapping[str, Any] | None = None,
+             rounds: Sequence[int] = ROUNDS) -> list[dict[str, Any]]:
+    """Analyse one draw with the report's code (``report``: settings that differ from
+    the defaults) and score every claim."""
     from multiverse import report as R
 
-    df, _ = draw_table(grid, seed)
+    df, _ = draw_table(grid, seed, rounds)
     config = study_config(grid, seed, report)
     result = R.analyse(df, config, sensitivity=False)
     scored = []
