@@ -10,7 +10,7 @@ outcome from one of the cell's two seeds at random, and analyses the resulting t
 with the report's own code (:func:`multiverse.report.analyse`). Hundreds of draws then
 cost no training.
 
-    .venv/bin/python benchmarks/calibration.py [--grids svm digits] [--draws 50] [--out results/benchmarks/calibration]
+    .venv/bin/python benchmarks/calibration.py [--grids svm digits] [--draws 50] [--out FOLDER] [--report KEY=VALUE ...]
 
 Prints, per grid and claim, with 95% Wilson intervals for rates: the coverage of the
 GP's and the observed universes' 95% intervals, the share of decided verdicts where the
@@ -47,7 +47,8 @@ SEEDS = 2
 #: The workflow's default design: 16 Sobol universes, then four gp-ivr rounds of 8.
 ROUNDS = (16, 8, 8, 8, 8)
 #: The report's settings (the schema's defaults).
-REPORT = {"samples": 512, "reference": 128, "bootstrap": 2000, "sobol_points": 256, "threads": 1, "metrics": []}
+REPORT = {"samples": 512, "reference": 128, "bootstrap": 2000, "sobol_points": 256, "threads": 1, "metrics": [],
+          "input_warping": False}
 #: A truth is *clear* when it lies further than this many grid errors from the claim's threshold.
 CLEAR = 2.0
 
@@ -310,7 +311,7 @@ def draw_table(grid: Grid, seed: int, rounds: Sequence[int] = ROUNDS, design: Ma
 
 def study_config(grid: Grid, seed: int, report: Mapping[str, Any] | None = None) -> dict:
     return {"seed": seed, "space": grid.space, "claims": grid.claims, "report": {**REPORT, **(report or {})},
-            "design": {"outcomes": grid.outcomes}}
+            "design": {"strategy": "gp-ivr", "outcomes": grid.outcomes}}
 
 
 # --- scoring ------------------------------------------------------------------------
@@ -456,7 +457,12 @@ def main(argv: Sequence[str]) -> None:
     ap.add_argument("--draws", type=int, default=50)
     ap.add_argument("--first", type=int, default=0, help="seed of the first draw")
     ap.add_argument("--out", default=str(CACHE_DIR), help="folder for the per-draw rows (draws.csv)")
+    ap.add_argument("--report", nargs="*", default=[], metavar="KEY=VALUE",
+                    help="report settings that differ from the defaults, e.g. input_warping=true")
     args = ap.parse_args(argv)
+    import yaml
+
+    report = {k: yaml.safe_load(v) for k, v in (kv.split("=", 1) for kv in args.report)}
     torch.set_num_threads(1)
     rows = []
     for name in args.grids:
@@ -465,7 +471,7 @@ def main(argv: Sequence[str]) -> None:
         print(f"# {name}: {grid.description} (grid ready in {time.perf_counter() - start:.0f} s)", flush=True)
         for s in range(args.first, args.first + args.draws):
             t0 = time.perf_counter()
-            for r in run_draw(grid, s):
+            for r in run_draw(grid, s, report):
                 rows.append({"grid": name, **r})
             print(f"  draw {s}: {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
     out = Path(args.out)

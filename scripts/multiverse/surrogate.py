@@ -120,9 +120,10 @@ def universe_means(df: pd.DataFrame, space: SearchSpace, metric: str, declared: 
 
 
 def fit_values(space: SearchSpace, universes: list[dict], values: np.ndarray, seed: int, warp: Warp = IDENTITY,
-               ) -> Surrogate | None:
+               warping: bool = False) -> Surrogate | None:
     """A GP of ``n x seeds`` ``values`` on the scale of ``warp`` (None with fewer than
-    MIN_FIT universes with a finite value)."""
+    MIN_FIT universes with a finite value); ``warping``: with learned input warping
+    (``report.input_warping``, :func:`multiverse.gp.input_transform`)."""
     from multiverse.design import seed_noise
 
     latent = warp.forward(values)
@@ -130,7 +131,8 @@ def fit_values(space: SearchSpace, universes: list[dict], values: np.ndarray, se
     if np.isfinite(mean).sum() < MIN_FIT:
         return None
     replicated = bool((np.isfinite(values).sum(1) >= 2).any())
-    model = fit_gp(space, universes, mean, seed, yvar=yvar if replicated else None, kernel=REPORT_KERNEL)
+    model = fit_gp(space, universes, mean, seed, yvar=yvar if replicated else None, kernel=REPORT_KERNEL,
+                   warping=warping)
     if replicated:
         noise_sd = float(np.sqrt(pooled))
     else:
@@ -141,18 +143,18 @@ def fit_values(space: SearchSpace, universes: list[dict], values: np.ndarray, se
 
 
 def fit_surrogate(df: pd.DataFrame, space: SearchSpace, metric: str, seed: int,
-                  declared: Mapping[str, Any] | None = None) -> Surrogate | None:
+                  declared: Mapping[str, Any] | None = None, warping: bool = False) -> Surrogate | None:
     """A metric's GP on per-universe means, on its warped scale (``declared``: the
     study's metrics, :func:`multiverse.config.study_metrics`; None: the built-in ones)."""
     universes, values = per_universe(df, space, metric, declared)
-    return fit_values(space, universes, values, seed, warp_for(metric, declared))
+    return fit_values(space, universes, values, seed, warp_for(metric, declared), warping)
 
 
 def fit_surrogates(df: pd.DataFrame, space: SearchSpace, metrics: Sequence[str], seed: int,
-                   declared: Mapping[str, Any] | None = None) -> dict[str, Surrogate | None]:
+                   declared: Mapping[str, Any] | None = None, warping: bool = False) -> dict[str, Surrogate | None]:
     from multiverse.ids import derive_seed
 
-    return {m: fit_surrogate(df, space, m, derive_seed(seed, i), declared) for i, m in enumerate(metrics)}
+    return {m: fit_surrogate(df, space, m, derive_seed(seed, i), declared, warping) for i, m in enumerate(metrics)}
 
 
 #: A reference point counts as converging where the divergence model's posterior
