@@ -132,6 +132,7 @@ def svm_grid(cache_dir: Path | None = CACHE_DIR) -> Grid:
                          lambda us, s: problems._SVMCV(seed=problems.SVM_SEED + s).scores(us), cache_dir)
     claims = [
         {"name": "svm_trend_C", "type": "trend", "metric": "val_acc", "dimension": "C", "direction": "increasing"},
+        {"name": "svm_trend_gamma", "type": "trend", "metric": "val_acc", "dimension": "gamma", "direction": "decreasing"},
         {"name": "svm_train_vs_val", "type": "correlation", "x": "train_acc", "y": "val_acc", "relation": "positive"},
     ]
     return Grid("svm", p.description + "; 2 fold splits", p.space, axes, values, ["val_acc"], claims)
@@ -159,6 +160,12 @@ def digits_grid(cache_dir: Path | None = CACHE_DIR) -> Grid:
         {"name": "digits_loss_vs_acc", "type": "correlation", "x": "train_loss", "y": "val_acc", "relation": "negative"},
         {"name": "digits_expected_best", "type": "expected_best", "metric": "val_acc", "dimension": "optimizer",
          "a": ["adam"], "b": ["sgd"], "relation": ">=", "min_budget": 2},
+        # harder ones: a near-tie, a trend across the cliff that fails, a small expected-best lead
+        {"name": "digits_adam_vs_momentum", "type": "comparison", "metric": "val_acc", "dimension": "optimizer",
+         "a": ["adam"], "b": ["momentum"], "relation": ">="},
+        {"name": "digits_trend_lr", "type": "trend", "metric": "val_acc", "dimension": "lr", "direction": "increasing"},
+        {"name": "digits_expected_best_momentum", "type": "expected_best", "metric": "val_acc",
+         "dimension": "optimizer", "a": ["adam"], "b": ["momentum"], "relation": ">=", "min_budget": 2},
     ]
     return Grid("digits", p.description + "; 2 training seeds", p.space, axes, values, ["val_acc", "train_loss"],
                 claims)
