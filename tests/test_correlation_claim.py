@@ -171,6 +171,28 @@ def test_finding_8_the_claim_carries_the_two_outcome_models_diagnostics():
     res = correlation.analyse(CLAIM, context(us, x, y), 0, None)
     diag = res["diagnostics"]
     assert set(diag) == {"x", "y"}
-    assert diag == dict(zip(["x", "y"], gp.multitask_loo_diagnostics(res["_joint"].model, IDENTITY2)))
+    # the model works on the metrics' normal scores (tau reads ranks only); its LOO is read back on their scales
+    assert all(isinstance(w, gp.RankWarp) for w in res["_joint"].warps)
+    assert diag == dict(zip(["x", "y"], gp.multitask_loo_diagnostics(res["_joint"].model, res["_joint"].warps)))
     assert diag["x"]["ok"] and diag["x"]["r2"] > 0.8 and diag["x"]["coverage"] >= gp.MIN_COVERAGE
     assert not diag["y"]["ok"] and diag["y"]["r2"] < gp.MIN_LOO_R2
+
+
+def test_rank_warp_keeps_order_and_tames_outliers():
+    """Normal scores: increasing, symmetric, back to the observed values exactly, distinct
+    beyond them; a loss of 1e30 is one step above the rest, not 60 log units."""
+    from scipy.stats import kendalltau, norm
+
+    v = np.array([0.3, 0.01, 1e30, 0.02, np.nan, 0.02, 2.0])
+    w = gp.RankWarp(v)
+    z = w.forward(v)
+    assert np.isnan(z[4]) and z[1] < z[3] == z[5] < z[0] < z[6] < z[2]
+    assert z[2] == pytest.approx(norm.ppf(6 / 7)) and z[1] == pytest.approx(-z[2])  # ranks 6 and 1 of 6
+    ok = np.isfinite(v)
+    np.testing.assert_allclose(w.inverse(z[ok]), v[ok], rtol=1e-12)
+    beyond = w.inverse(np.array([z[1] - 1, z[1] - 2, z[2] + 1, z[2] + 2]))
+    assert beyond[1] < beyond[0] < 0.01 and 1e30 < beyond[2] < beyond[3]
+    rng = np.random.default_rng(0)
+    a, b = rng.normal(size=40), rng.normal(size=40)
+    assert kendalltau(gp.RankWarp(a).forward(a), gp.RankWarp(b).forward(b)).statistic == pytest.approx(
+        kendalltau(a, b).statistic)

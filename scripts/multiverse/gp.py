@@ -190,6 +190,49 @@ class Warp:
 IDENTITY = Warp()
 
 
+class RankWarp:
+    """The normal scores of a metric's observed values (van der Waerden's): ``Phi^-1(r / (n + 1))``
+    for a value of rank ``r`` among the ``n`` finite ones (1-based, ties averaged); back
+    through monotone interpolation between the observed values (linear beyond them, so
+    distinct samples stay distinct).
+
+    For a statistic of ranks only (Kendall's tau), any increasing scale models the same
+    claim; on this one the GP sees no outliers: a collapsed run's loss of 1e30 is just
+    the largest value, where on the log scale it is 60 units above the rest and the GP's
+    lengthscales and noise shrink to fit it (``benchmarks/calibration.py``).
+    """
+
+    kind = "rank"
+
+    def __init__(self, values):
+        v = np.asarray(values, dtype=float)
+        self.values = np.unique(v[np.isfinite(v)])
+        self.n = int(np.isfinite(v).sum())
+        self._sorted = np.sort(v[np.isfinite(v)])
+        self.knots = self.forward(self.values)
+
+    def __repr__(self) -> str:
+        return f"RankWarp(n={self.n})"
+
+    def forward(self, y):
+        from scipy.stats import norm
+
+        y = np.asarray(y, dtype=float)
+        ok = np.isfinite(y)
+        r = (np.searchsorted(self._sorted, np.where(ok, y, 0.0), "left")
+             + np.searchsorted(self._sorted, np.where(ok, y, 0.0), "right")) / 2
+        return np.where(ok, norm.ppf((r + 0.5) / (self.n + 1)), np.nan)
+
+    def inverse(self, f):
+        f = np.asarray(f, dtype=float)
+        z, v = self.knots, self.values
+        if len(v) < 2:
+            return np.full_like(f, v[0] if len(v) else np.nan)
+        out = np.interp(f, z, v)
+        lo, hi = (v[1] - v[0]) / (z[1] - z[0]), (v[-1] - v[-2]) / (z[-1] - z[-2])
+        return np.where(f < z[0], v[0] + (f - z[0]) * lo, np.where(f > z[-1], v[-1] + (f - z[-1]) * hi, out))
+
+
 def joint_samples(model, space: SearchSpace, universes: Sequence[Mapping[str, Any]], n: int, seed: int,
                   warp: Warp = IDENTITY, batch: int = 1) -> np.ndarray:
     """``n x len(universes)`` joint samples of the GP's latent function (sampled

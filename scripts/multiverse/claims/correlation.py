@@ -8,6 +8,13 @@ pulls a sampled tau towards 0; one shared kernel would copy the overall correlat
 every dimension); the observed answer is scipy's tau with a bootstrap over universes,
 and a granulated tau on matched universes where the design has any.
 
+The two-outcome model works on each metric's normal scores (:class:`multiverse.gp.RankWarp`),
+not on its declared range's scale: tau is a statistic of ranks, so any increasing scale
+models the same claim, and on this one a collapsed run's enormous loss is just the
+largest value. On the declared (log) scale such outliers shrank the model's lengthscales,
+and its sampled taus fell short of the truth on a real grid (``benchmarks/calibration.py``;
+the README's "Calibration on real trainings").
+
 Along a dimension that moves neither metric every pair is tied and tau is undefined, so
 it has no per-dimension tau and the granulated mean leaves it out (``granulated_excluded``
 says which and why). Along one that moves only one metric, tau-b is undefined too, but
@@ -230,9 +237,8 @@ def observed_answer(space, universes: Sequence[Mapping[str, Any]], x, y, claim: 
 
 
 def analyse(claim: Mapping[str, Any], ctx, i: int, influence) -> dict[str, Any]:
-    from multiverse.gp import MIN_FIT
+    from multiverse.gp import MIN_FIT, RankWarp
     from multiverse.ids import derive_seed
-    from multiverse.surrogate import warp_for
 
     s_gp, s_obs = derive_seed(ctx.seed, 100 + i), derive_seed(ctx.seed, 200 + i)
     x, y = ctx.values(claim["x"]), ctx.values(claim["y"])
@@ -244,7 +250,7 @@ def analyse(claim: Mapping[str, Any], ctx, i: int, influence) -> dict[str, Any]:
     if finite.sum() < MIN_FIT or len(base) < 4:
         out["gp"] = common.no_surrogate(int(finite.sum()))
     else:
-        joint = fit_joint(ctx.space, ctx.universes, x, y, s_gp, [warp_for(claim["x"], ctx.declared), warp_for(claim["y"], ctx.declared)])
+        joint = fit_joint(ctx.space, ctx.universes, x, y, s_gp, [RankWarp(x), RankWarp(y)])
         out["gp"] = gp_answer(joint, ctx.space, claim, base, ctx.samples, s_gp)
         f = joint.sample(base, 64, derive_seed(s_gp, 99))
         out["figures"] = {"x": np.median(f[..., 0], 0).tolist(), "y": np.median(f[..., 1], 0).tolist()}
