@@ -46,9 +46,18 @@ CACHE_DIR = problems.CACHE_DIR / "calibration"
 SEEDS = 2
 #: The workflow's default design: 16 Sobol universes, then four gp-ivr rounds of 8.
 ROUNDS = (16, 8, 8, 8, 8)
-#: The report's settings (the schema's defaults).
-REPORT = {"samples": 512, "reference": 128, "bootstrap": 2000, "sobol_points": 256, "threads": 1, "metrics": [],
-          "input_warping": False}
+
+
+def report_defaults() -> dict:
+    """The report's settings: the config schema's defaults."""
+    import yaml
+
+    from multiverse.config import SCHEMA
+
+    props = yaml.safe_load(SCHEMA.read_text())["properties"]["report"]["properties"]
+    return {k: v["default"] for k, v in props.items() if "default" in v}
+
+
 #: A truth is *clear* when it lies further than this many grid errors from the claim's threshold.
 CLEAR = 2.0
 
@@ -317,7 +326,7 @@ def draw_table(grid: Grid, seed: int, rounds: Sequence[int] = ROUNDS, design: Ma
 
 
 def study_config(grid: Grid, seed: int, report: Mapping[str, Any] | None = None) -> dict:
-    return {"seed": seed, "space": grid.space, "claims": grid.claims, "report": {**REPORT, **(report or {})},
+    return {"seed": seed, "space": grid.space, "claims": grid.claims, "report": {**report_defaults(), **(report or {})},
             "design": {"strategy": "gp-ivr", "outcomes": grid.outcomes}}
 
 

@@ -46,18 +46,7 @@ def context(df: pd.DataFrame, config: Mapping[str, Any]) -> common.Context:
     divergence = fit_divergence(df, space, derive_seed(seed, 400))
     return common.Context(space=space, df=df, surrogates=sur, divergence=divergence, samples=rep["samples"],
                           reference=rep["reference"], bootstrap=rep["bootstrap"], seed=seed,
-                          universes=per_universe(df, space, metrics[0])[0], declared=declared,
-                          uniform=uniform_universes(df, config))
-
-
-def uniform_universes(df: pd.DataFrame, config: Mapping[str, Any]):
-    """Per universe (in the table's order), whether its design round drew it uniformly
-    from the multiverse: round 0 under ``gp-ivr`` (a Sobol sample), every round under
-    ``sobol``, ``random`` and ``grid``. None (all) for a table without rounds."""
-    strategy = (config.get("design") or {}).get("strategy", "gp-ivr")
-    if "round" not in df or strategy != "gp-ivr":
-        return None
-    return (df.groupby("universe", sort=False)["round"].min() == 0).to_numpy()
+                          universes=per_universe(df, space, metrics[0])[0], declared=declared)
 
 
 def judge_claims(claims: Sequence[Mapping[str, Any]], ctx: common.Context, infl: Mapping[str, Any],

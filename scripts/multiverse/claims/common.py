@@ -69,23 +69,12 @@ class Context:
     #: the study's metric declarations (:func:`multiverse.config.study_metrics`; None:
     #: the built-in trainer's)
     declared: Any = None
-    #: per universe, whether it was drawn uniformly from the multiverse (None: all were)
-    uniform: Any = None
 
     def values(self, metric: str):
         """Each observed universe's mean over its seeds (NaN where not usable)."""
         from multiverse.surrogate import universe_means
 
         return universe_means(self.df, self.space, metric, self.declared)
-
-    def observed(self, metric: str):
-        """What the observed universes' model-free answers read: :meth:`values` of the
-        universes drawn uniformly from the multiverse, NaN for the others. Their answer
-        then estimates the multiverse average, as the GP's does; universes that an
-        exploring design chose where the surrogate was unsure are not a uniform sample
-        of it (``benchmarks/calibration.py`` measured the difference)."""
-        v = self.values(metric)
-        return v if self.uniform is None else np.where(self.uniform, v, np.nan)
 
     def declaration(self, metric: str) -> dict:
         """``metric``'s range, goal and ``converged_only`` (:func:`multiverse.declaration`)."""

@@ -140,7 +140,7 @@ def prepare(claim: Mapping[str, Any], ctx, i: int, observed) -> tuple[int, Any, 
     s_gp, s_obs = derive_seed(ctx.seed, 100 + i), derive_seed(ctx.seed, 200 + i)
     metric, dim = claim["metric"], claim["dimension"]
     y = ctx.values(metric)
-    obs = observed(ctx.observed(metric), [u[dim] for u in ctx.universes], claim, ctx.bootstrap, s_obs)
+    obs = observed(y, [u[dim] for u in ctx.universes], claim, ctx.bootstrap, s_obs)
     base, share = ctx.converging([metric], ctx.reference_set(fix=dim),
                                  [{dim: lv} for lv in list(claim["a"]) + list(claim["b"])])
     out = {"observed": obs, "read_where": common.where_read(share), "converged_share": share}

@@ -242,8 +242,7 @@ def analyse(claim: Mapping[str, Any], ctx, i: int, influence) -> dict[str, Any]:
 
     s_gp, s_obs = derive_seed(ctx.seed, 100 + i), derive_seed(ctx.seed, 200 + i)
     x, y = ctx.values(claim["x"]), ctx.values(claim["y"])
-    obs = observed_answer(ctx.space, ctx.universes, ctx.observed(claim["x"]), ctx.observed(claim["y"]), claim,
-                          ctx.bootstrap, s_obs)
+    obs = observed_answer(ctx.space, ctx.universes, x, y, claim, ctx.bootstrap, s_obs)
     base, share = ctx.converging(metrics(claim), ctx.space.sobol(ctx.reference, derive_seed(ctx.seed, 1)))
     out: dict[str, Any] = {"observed": obs, "read_where": common.where_read(share), "converged_share": share}
     finite = np.isfinite(x) & np.isfinite(y)

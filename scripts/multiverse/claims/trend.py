@@ -244,7 +244,7 @@ def analyse(claim: Mapping[str, Any], ctx, i: int, influence) -> dict[str, Any]:
         gps, family = gp_family(sur, space, claim, base, conds, ctx.samples, s_gp)
     rows_ = []
     for j, (cond, g) in enumerate(zip(conds, gps)):
-        o = observed_answer(space, ctx.universes, ctx.observed(metric), claim, ctx.bootstrap, derive_seed(s_obs, j), cond)
+        o = observed_answer(space, ctx.universes, y, claim, ctx.bootstrap, derive_seed(s_obs, j), cond)
         rows_.append({"label": cond["label"], "gp": g, "observed": o, **common.judge(g, o, common.relation(claim))})
     out = {"gp": rows_[0]["gp"], "observed": rows_[0]["observed"], "conditions": rows_, "family": family,
            "read_where": common.where_read(share), "converged_share": share,
