@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import itertools
 import json
 import math
 import sys
@@ -85,8 +86,6 @@ class Grid:
         return list(self.axes)
 
     def universes(self) -> list[dict]:
-        import itertools
-
         return [dict(zip(self.dims, v)) for v in itertools.product(*self.axes.values())]
 
     def mean(self, metric: str) -> np.ndarray:
@@ -111,7 +110,6 @@ def cached_grid(name: str, axes: dict, settings: dict, compute: Callable[[list[d
                 cache_dir: Path | None = CACHE_DIR) -> dict:
     """``compute(universes, seed)`` -> {metric: values} for every seed, as ``axes x seeds``
     arrays; cached under a path naming the layout, checked against a hash of the settings."""
-    import itertools
 
     universes = [dict(zip(axes, v)) for v in itertools.product(*axes.values())]
     key = hashlib.sha256(json.dumps({"name": name, "axes": axes, "settings": settings}, sort_keys=True,
@@ -270,16 +268,15 @@ def true_labels(grid: Grid, claim: Mapping[str, Any]) -> tuple[np.ndarray, np.nd
 # --- a draw -----------------------------------------------------------------------
 def snap(grid: Grid, space, universe: Mapping[str, Any], used: set) -> tuple[int, ...]:
     """The grid cell nearest ``universe`` (in the space's unit coordinates) that no
-    universe of the draw holds yet, with the same categorical levels."""
+    universe of the draw holds yet, with the same categorical levels; searched among
+    the 4 nearest values of each numeric axis first (a dense grid has one free there),
+    then among all."""
     best, best_d = None, math.inf
     cats = {n: grid.axes[n].index(universe[n]) for n in grid.dims if space[n].is_categorical}
     numeric = [n for n in grid.dims if not space[n].is_categorical]
     # per numeric dimension, its axis' positions sorted by distance to the universe's
     dist = {n: (positions(grid, n) - float(space[n].to_unit([universe[n]])[0])) ** 2 for n in numeric}
     order = {n: np.argsort(dist[n], kind="stable") for n in numeric}
-    import itertools
-
-    # cells nearest first: look at the 4 nearest values along each numeric axis first
     for width in (4, max(len(a) for a in grid.axes.values())):
         for combo in itertools.product(*(order[n][:width] for n in numeric)):
             idx = dict(zip(numeric, (int(i) for i in combo)), **cats)
