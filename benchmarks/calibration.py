@@ -50,13 +50,10 @@ ROUNDS = (16, 8, 8, 8, 8)
 
 
 def report_defaults() -> dict:
-    """The report's settings: the config schema's defaults."""
-    import yaml
+    """The default study's report settings (``config/config.yaml`` with the schema's defaults)."""
+    from multiverse.config import load_config, with_defaults
 
-    from multiverse.config import SCHEMA
-
-    props = yaml.safe_load(SCHEMA.read_text())["properties"]["report"]["properties"]
-    return {k: v["default"] for k, v in props.items() if "default" in v}
+    return with_defaults(load_config(problems.ROOT / "config" / "config.yaml"))["report"]
 
 
 #: A truth is *clear* when it lies further than this many grid errors from the claim's threshold.

@@ -2,11 +2,14 @@
 known: one where the claim holds everywhere, one where it holds nowhere, one where it
 flips on a known boundary, and pure noise; and the intervals' coverage of the truth
 over repeated draws."""
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from multiverse import gp, stats
 from multiverse.claims import comparison, expected_best
+from multiverse.config import load_config, with_defaults
 from multiverse.claims import correlation as correlation_claim
 from multiverse.claims import trend as trend_claim
 from multiverse.space import SearchSpace
@@ -19,14 +22,20 @@ SPACE = SearchSpace.from_config({
 })
 
 
+#: The default study's report settings (the schema's defaults filled in).
+REPORT = with_defaults(load_config(Path(__file__).resolve().parents[1] / "config" / "config.yaml"))["report"]
+
+
 def fit_gp(space, us, y, seed, noise_sd=0.0):
-    """The report's surrogate (on the metric's scale: no warp)."""
-    return Surrogate.of(gp.fit_gp(space, us, y, seed, kernel=REPORT_KERNEL), space, noise_sd=noise_sd)
+    """The report's surrogate: its kernel and input warping (on the metric's scale: no
+    outcome warp)."""
+    model = gp.fit_gp(space, us, y, seed, kernel=REPORT_KERNEL, warping=REPORT["input_warping"])
+    return Surrogate.of(model, space, noise_sd=noise_sd)
 
 
 def joint(space, us, Y, seed):
-    """The correlation claim's two-outcome surrogate (on the metrics' scale: no warps)."""
-    return correlation_claim.fit_joint(space, us, Y[:, 0], Y[:, 1], seed, [gp.IDENTITY, gp.IDENTITY])
+    """The correlation claim's two-outcome surrogate, on the metrics' normal scores as the report fits it."""
+    return correlation_claim.fit_joint(space, us, Y[:, 0], Y[:, 1], seed, [gp.RankWarp(Y[:, 0]), gp.RankWarp(Y[:, 1])])
 
 
 def pos(us, name):
