@@ -50,7 +50,7 @@ def encoding(categorical: str) -> str:
 
 
 #: Prior of the Kumaraswamy concentrations of input warping (BoTorch's input-warping
-#: tutorial's choice: median 1, i.e. no warp, and most mass within a factor of 2.4).
+#: tutorial's choice: median 1, i.e. no warp, and two thirds of the mass within a factor of 2.4).
 WARP_PRIOR_SCALE = 0.75**0.5
 
 
