@@ -82,9 +82,6 @@ class Grid:
     def dims(self) -> list[str]:
         return list(self.axes)
 
-    def universes(self) -> list[dict]:
-        return [dict(zip(self.dims, v)) for v in itertools.product(*self.axes.values())]
-
     def mean(self, metric: str) -> np.ndarray:
         """Each cell's mean over the seeds (NaN where any seed is NaN)."""
         return self.values[metric].mean(-1)
