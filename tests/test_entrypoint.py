@@ -260,3 +260,12 @@ def test_a_study_file_stands_alone_and_an_overlay_is_merged():
         "study": "mine", "space": {"lr": {"type": "categorical", "choices": [0.1, 0.2]}},
         "training": {"device": "cuda", "threads": 4}}
     assert compose([default, overlay]) == {**default, "training": {"epochs": 5, "device": "cuda"}}
+
+
+@pytest.mark.skipif(__import__("torch").cuda.is_available(), reason="checks a node without a GPU")
+def test_a_user_shard_on_cuda_without_a_gpu_stops_before_any_universe(project):
+    from multiverse.runtime import DeviceUnavailable
+
+    with pytest.raises(DeviceUnavailable, match="torch.cuda.is_available"):
+        run_shard(project, {"entrypoint": "user_code:train", "device": "cuda"}, (2.0,))
+    assert not (project / "out" / "u0" / "train.json").exists()

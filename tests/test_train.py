@@ -2,6 +2,7 @@ import json
 import logging
 import math
 
+import pytest
 import torch
 
 from multiverse.metrics import metrics_shard, universe_metrics
@@ -108,3 +109,29 @@ def test_width_depth_and_dropout_as_dimensions_and_adamw(digits):
     plain, _ = train_universe(digits, {**params, "dropout": None}, seed=3, **KW)
     assert set(plain) == {"0.weight", "0.bias", "2.weight", "2.bias", "4.weight", "4.bias"}  # no dropout layers
     assert not torch.equal(plain["4.weight"], state["6.weight"])  # dropout changed the training
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks a node without a GPU")
+def test_cuda_without_a_gpu_stops_the_job_and_records_no_universe(digits, tmp_path, config, caplog):
+    import socket
+
+    import numpy as np
+
+    from multiverse.runtime import DeviceUnavailable
+
+    data = tmp_path / "data.npz"
+    np.savez(data, **digits)
+    u = {"id": "r0u000", "round": 0, "index": 0, "shard": 0, "slot": 0, "seed": 3, "params": U}
+    model = {**config["model"], "width": 16, "depth": 1}
+    models, records = [str(tmp_path / "u0.pt")], [str(tmp_path / "u0.json")]
+    log = logging.getLogger("test_device")
+    with pytest.raises(DeviceUnavailable, match="torch.cuda.is_available\\(\\) is False") as err:
+        train_shard(str(data), [u], model, {**config["training"], "epochs": 1, "device": "cuda"}, models, records, log)
+    assert socket.gethostname() in str(err.value) and "training.device" in str(err.value)
+    assert not (tmp_path / "u0.json").exists() and not (tmp_path / "u0.pt").exists(), "no failed universe recorded"
+    # auto falls back to the CPU, says so in the log, and trains
+    with caplog.at_level(logging.INFO, logger="test_device"):
+        train_shard(str(data), [u], model, {**config["training"], "epochs": 1, "device": "auto"}, models, records, log)
+    assert "training on the CPU" in caplog.text and socket.gethostname() in caplog.text
+    rec = json.load(open(records[0]))
+    assert rec["status"] == "ok" and rec["device"] == "cpu"

@@ -41,6 +41,8 @@ from pathlib import Path
 from string import Formatter
 from typing import Any, Callable, Mapping, Sequence
 
+from multiverse.runtime import resolve_device
+
 
 class UniverseError(RuntimeError):
     """A universe's training did not give valid metrics."""
@@ -176,17 +178,6 @@ def run_command(args: Sequence[str], out: Path, universe_id: str, log: logging.L
         raise UniverseError(f"the metrics file {out} is not JSON: {err}") from None
 
 
-def resolve_device(device: str) -> str:
-    """``cpu``, ``cuda``, or for ``auto`` cuda where torch sees a GPU (cpu without torch)."""
-    if device != "auto":
-        return device
-    try:
-        import torch
-    except ImportError:
-        return "cpu"
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
 def train_user_universe(universe: Mapping[str, Any], training: Mapping[str, Any], declared: Mapping[str, Any],
                         run_dir: Path, data: Any, data_path: str | None, log: logging.Logger,
                         fn: Callable | None = None) -> dict[str, Any]:
@@ -194,7 +185,7 @@ def train_user_universe(universe: Mapping[str, Any], training: Mapping[str, Any]
     record (``status`` ``ok``, ``metrics``, ``history``) or a raised error."""
     run_dir.mkdir(parents=True, exist_ok=True)
     params = dict(universe["params"])
-    device = resolve_device(training.get("device", "cpu"))
+    device = resolve_device(training.get("device", "cpu"))  # checked once per shard (train_user_shard)
     progress = Progress(universe["id"], log)
     if fn is not None:
         result = call(fn, {**params, "params": params, "seed": universe["seed"], "device": device,
@@ -251,8 +242,9 @@ def train_user_shard(universes: Sequence[Mapping[str, Any]], training: Mapping[s
     """Train each universe of a shard with the user's code and write its record (slot
     order): its identity, outcome, metrics (NaN for a failed one) and history. Each
     universe's ``run_dir`` is ``run/`` beside its record."""
-    from multiverse.runtime import versions, write_json
-    from multiverse.runtime import failed_record, universe_fields
+    from multiverse.runtime import DeviceUnavailable, failed_record, universe_fields, versions, write_json
+
+    resolve_device(training.get("device", "cpu"), log)  # no GPU where one is asked for: stop before any universe
 
     universes = sorted(universes, key=lambda u: u["slot"])
     if [u["slot"] for u in universes] != list(range(len(record_paths))):
@@ -266,6 +258,8 @@ def train_user_shard(universes: Sequence[Mapping[str, Any]], training: Mapping[s
             try:
                 record = train_user_universe(u, training, declared, run_dir, data, data_path, log, fn)
                 break
+            except DeviceUnavailable:  # the node's fault, not the universe's
+                raise
             except Exception as err:  # a universe's own failure is data, not a crash
                 log.exception("universe %s failed (attempt %d of %d)", u["id"], attempt, retries + 1)
                 record = {**failed_record(err), "metrics": {m: math.nan for m in declared}}

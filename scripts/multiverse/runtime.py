@@ -52,6 +52,42 @@ def atomic_write(path: str | Path, write: Callable[[str], Any]) -> None:
         raise
 
 
+class DeviceUnavailable(RuntimeError):
+    """``training.device: cuda`` on a node where torch sees no GPU: the job stops (the
+    rule fails, SLURM can requeue it) instead of recording universes as failed."""
+
+
+def resolve_device(device: str, log: "logging.Logger | None" = None) -> str:
+    """``cpu``, ``cuda`` or ``auto`` (cuda where torch sees a GPU, else cpu, logged).
+
+    ``cuda`` without a working GPU raises :class:`DeviceUnavailable` naming the node and
+    what ``torch.cuda.is_available()`` said, before any universe trains. Without torch
+    in the job's env (a user's command brings its own), ``auto`` is cpu and ``cuda`` is
+    left to the user's code."""
+    import socket
+
+    try:
+        import torch
+    except ImportError:
+        if log is not None and device != "cpu":
+            log.warning("training.device is %r but torch is not importable here: not checked", device)
+        return "cpu" if device == "auto" else device
+    available = torch.cuda.is_available()
+    if device == "auto":
+        if not available and log is not None:
+            log.info("training.device is 'auto' and torch.cuda.is_available() is False on node %s: "
+                     "training on the CPU", socket.gethostname())
+        return "cuda" if available else "cpu"
+    if device == "cuda" and not available:
+        raise DeviceUnavailable(
+            f"config key 'training.device' is 'cuda' but node {socket.gethostname()} has no usable GPU: "
+            f"torch.cuda.is_available() is False (torch {torch.__version__}, CUDA build "
+            f"{torch.version.cuda or 'none: a CPU build'}; CUDA_VISIBLE_DEVICES="
+            f"{os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')}). Use a CUDA build of torch on a GPU node, "
+            "or set training.device to 'auto' or 'cpu'")
+    return device
+
+
 def write_json(path: str | Path, obj: Any) -> None:
     def _write(tmp: str) -> None:
         with open(tmp, "w") as fh:

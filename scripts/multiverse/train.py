@@ -24,13 +24,12 @@ DEFAULT_MOMENTUM = 0.9
 DEFAULT_EPS = 1e-8
 
 
-def resolve_device(device: str) -> torch.device:
-    """``cpu``, ``cuda`` or ``auto`` (CUDA when a GPU is present)."""
-    if device == "auto":
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    if device == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError("config key 'training.device' is 'cuda' but no CUDA device is available")
-    return torch.device(device)
+def resolve_device(device: str, log: logging.Logger | None = None) -> torch.device:
+    """``cpu``, ``cuda`` or ``auto`` as a torch device (:func:`multiverse.runtime.resolve_device`:
+    ``cuda`` without a GPU raises :class:`multiverse.runtime.DeviceUnavailable`)."""
+    from multiverse.runtime import resolve_device as resolve
+
+    return torch.device(resolve(device, log))
 
 
 #: Network families (``model.arch``). All take flat features; ``cnn`` and ``resnet18``
@@ -298,8 +297,9 @@ def train_shard(
     shard. (The rule's own ``retries`` covers a job whose process dies.)
     """
     from multiverse.data import read_data
-    from multiverse.runtime import atomic_write, versions, write_json
+    from multiverse.runtime import DeviceUnavailable, atomic_write, versions, write_json
 
+    resolve_device(training["device"], log)  # no GPU where one is asked for: stop before any universe
     data = read_data(data_path)
     universes = sorted(universes, key=lambda u: u["slot"])
     if [u["slot"] for u in universes] != list(range(len(model_paths))):
@@ -316,6 +316,8 @@ def train_shard(
                     base_batch=training["base_batch"], progress=Progress(u["id"], log),
                 )
                 break
+            except DeviceUnavailable:  # the node's fault, not the universe's
+                raise
             except Exception as err:  # a universe's own failure is data, not a crash
                 log.exception("universe %s failed (attempt %d of %d)", u["id"], attempt, retries + 1)
                 state, record = {}, failed_record(err)

@@ -1,0 +1,111 @@
+"""Two surrogate options probed on the calibration benchmark's digits and SVM draws
+(``benchmarks/calibration.py``), kept so that the README's "what was tried" rows can be
+rerun; neither became a default.
+
+    .venv/bin/python benchmarks/calibration_probes.py bagging [--draws 3] [--bags 8]
+    .venv/bin/python benchmarks/calibration_probes.py loo-scale [--draws 4]
+
+``bagging``: the correlation claim (train loss against val_acc on the digits grid) from
+the report's two-outcome model, and from a bagged posterior (BayesBag, Huggins & Miller
+2023: the model refitted on ``--bags`` bootstrap resamples of the universes, at each
+fit's MAP, the samples pooled), which widens a posterior that is too sure under
+misspecification. Prints each draw's estimate and 95% interval and the coverage of the
+grid's true tau.
+
+``loo-scale``: the mean squared standardised leave-one-out residual of each report
+surrogate (BoTorch's ``loo_cv``; 1 for a calibrated GP). Rescaling the GP's variance by
+it (Bachoc 2013's cross-validation estimate of the variance) scales every posterior
+standard deviation by its square root.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import calibration as CB  # noqa: E402
+
+
+def bagging(draws: int, bags: int) -> None:
+    from multiverse import report as R
+    from multiverse.claims import correlation as CO
+    from multiverse.gp import HyperparameterMixture, RankWarp, fit_multitask_gp
+    from multiverse.ids import derive_seed
+
+    grid = CB.GRIDS["digits"]()
+    claim = next(c for c in grid.claims if c.get("type") == "correlation")
+    truth = CB.truth(grid, claim)["truth"]
+    print(f"digits, {claim['name']}: true tau {truth:+.3f}")
+    print("| draw | report's model [95% CrI] | bagged [95% CrI] | seconds (report's, bagged) |\n|---|---|---|---|")
+    cover = np.zeros((draws, 2), dtype=bool)
+    for s in range(draws):
+        df, _ = CB.draw_table(grid, s)
+        ctx = R.context(df, CB.study_config(grid, s))
+        x, y = ctx.values(claim["x"]), ctx.values(claim["y"])
+        base, _ = ctx.converging(CO.metrics(claim), ctx.space.sobol(ctx.reference, derive_seed(ctx.seed, 1)))
+        t0 = time.perf_counter()
+        joint = CO.fit_joint(ctx.space, ctx.universes, x, y, s, [RankWarp(x), RankWarp(y)])
+        a = CO.gp_answer(joint, ctx.space, claim, base, ctx.samples, s, n_granulated=0)
+        t1 = time.perf_counter()
+        rng = np.random.default_rng(s)
+        rows = np.flatnonzero(np.isfinite(x) & np.isfinite(y))
+        members = []
+        for b in range(bags):
+            i = rng.choice(rows, len(rows))
+            Y = np.c_[joint.warps[0].forward(x[i]), joint.warps[1].forward(y[i])]
+            members += fit_multitask_gp(ctx.space, [ctx.universes[k] for k in i], Y, b, n_draws=0).members
+        bag = CO.JointSurrogate(HyperparameterMixture(members, members[0]), ctx.space, joint.warps)
+        b_ = CO.gp_answer(bag, ctx.space, claim, base, ctx.samples, s, n_granulated=0)
+        t2 = time.perf_counter()
+        cover[s] = [a["effect_lo"] <= truth <= a["effect_hi"], b_["effect_lo"] <= truth <= b_["effect_hi"]]
+        print(f"| {s} | {a['effect']:+.3f} [{a['effect_lo']:+.3f}, {a['effect_hi']:+.3f}] | "
+              f"{b_['effect']:+.3f} [{b_['effect_lo']:+.3f}, {b_['effect_hi']:+.3f}] | {t1 - t0:.0f}, {t2 - t1:.0f} |",
+              flush=True)
+    print(f"\ncoverage: report's model {cover[:, 0].sum()}/{draws}, bagged {cover[:, 1].sum()}/{draws}")
+
+
+def loo_scale(draws: int) -> None:
+    import torch
+    from botorch.cross_validation import loo_cv
+
+    from multiverse import report as R
+
+    print("| grid | draw | metric | mean z^2 | sd scale sqrt(mean z^2) |\n|---|---|---|---|---|")
+    for g in ("svm", "digits"):
+        grid = CB.GRIDS[g]()
+        for s in range(draws):
+            df, _ = CB.draw_table(grid, s)
+            ctx = R.context(df, CB.study_config(grid, s))
+            for m, sur in ctx.surrogates.items():
+                if sur is None:
+                    continue
+                with torch.no_grad():
+                    cv = loo_cv(sur.model, observation_noise=True)
+                z = (cv.observed_Y - cv.posterior.mean) / cv.posterior.variance.sqrt()
+                z2 = float((z**2).mean())
+                print(f"| {g} | {s} | {m} | {z2:.2f} | {np.sqrt(z2):.2f} |", flush=True)
+
+
+def main(argv) -> None:
+    import torch
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("probe", choices=["bagging", "loo-scale"])
+    ap.add_argument("--draws", type=int, default=None)
+    ap.add_argument("--bags", type=int, default=8)
+    args = ap.parse_args(argv)
+    torch.set_num_threads(1)
+    if args.probe == "bagging":
+        bagging(args.draws or 3, args.bags)
+    else:
+        loo_scale(args.draws or 4)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
