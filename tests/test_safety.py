@@ -126,3 +126,36 @@ def test_mnist_loads_from_a_local_folder_in_idx_format(tmp_path):
     assert list(y[:12]) == [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 0, 1]
     with gzip.open(tmp_path / "train-images-idx3-ubyte.gz") as fh:
         assert fh.read(4) == bytes([0, 0, 8, 3])
+
+
+@pytest.mark.parametrize("mask, mode", [(0o022, 0o644), (0o027, 0o640), (0o002, 0o664)])
+def test_outputs_follow_the_umask_not_mkstemps_0600(tmp_path, mask, mode):
+    import os
+
+    from multiverse.runtime import atomic_write, write_json
+
+    old = os.umask(mask)
+    try:
+        write_json(tmp_path / "a.json", {"x": 1})
+        atomic_write(tmp_path / "b.bin", lambda tmp: open(tmp, "wb").write(b"x"))
+    finally:
+        os.umask(old)
+    assert (tmp_path / "a.json").stat().st_mode & 0o777 == mode
+    assert (tmp_path / "b.bin").stat().st_mode & 0o777 == mode
+
+
+@pytest.mark.slow
+def test_a_runs_results_are_readable_by_others_under_the_default_umask(tiny_run):
+    """multiverse.csv, report.html, the design files and model.pt: 0644 under umask 022
+    (the tests run under the process's umask; expected is 0666 less it)."""
+    import os
+
+    from multiverse.runtime import umask
+
+    expected = 0o666 & ~umask()
+    out = tiny_run / "results" / "tiny"
+    files = [out / "multiverse.csv", out / "multiverse.parquet", out / "report.html", out / "report" / "claims.json",
+             *out.glob("design/round_*.json"), *out.glob("universes/**/model.pt"), *out.glob("universes/**/train.json")]
+    assert len(files) > 8
+    wrong = {str(p.relative_to(out)): oct(p.stat().st_mode & 0o777) for p in files if p.stat().st_mode & 0o777 != expected}
+    assert not wrong, f"expected {oct(expected)}: {wrong}"

@@ -37,14 +37,26 @@ def _importable(name: str) -> bool:
     return find_spec(name) is not None
 
 
+def umask() -> int:
+    """The process's umask (read by setting it and putting it back)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write(path: str | Path, write: Callable[[str], Any]) -> None:
-    """Call ``write(tmp_path)`` then rename onto ``path``: no partial file is ever at ``path``."""
+    """Call ``write(tmp_path)`` then rename onto ``path``: no partial file is ever at ``path``.
+
+    The file gets the mode an ordinary ``open`` would give (0666 less the umask: 0644
+    under the usual 022), not ``mkstemp``'s owner-only 0600, so colleagues on a shared
+    filesystem can read the results."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(fd)
     try:
         write(tmp)
+        os.chmod(tmp, 0o666 & ~umask())  # after the write: a writer may have made the file anew
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
