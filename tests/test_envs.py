@@ -6,7 +6,9 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 #: conda-forge package name -> PyPI name, where they differ
-PIP_NAME = {"pytorch": "torch", "matplotlib-base": "matplotlib"}
+PIP_NAME = {"pytorch": "torch", "pytorch-gpu": "torch", "matplotlib-base": "matplotlib"}
+#: conda-only packages, with no counterpart in requirements.txt
+CONDA_ONLY = {"python", "cuda-version"}
 
 
 def pip_pins() -> dict[str, str]:
@@ -23,9 +25,19 @@ def test_every_rule_names_a_pinned_env():
     for smk in (ROOT / "workflow/rules").glob("*.smk"):
         for block in re.split(r"^rule ", smk.read_text(), flags=re.M)[1:]:
             name = block.split(":")[0]
-            m = re.search(r'conda:\s*\n(?:\s*#.*\n)?\s*(?:user_env\(config\) or )?"([^"]+)"', block)
-            assert m, f"rule {name} has no conda env"
-            assert (smk.parent / m.group(1)).resolve().exists(), f"rule {name}: {m.group(1)} is missing"
+            if re.search(r"^\s+run:", block, flags=re.M):
+                continue  # Python inside Snakemake's own process (rule submission's marker): no env
+            if re.search(r"conda:\s*\n(?:\s*#.*\n)?\s*(?:user_env\(config\) or )?torch_env\(\)", block):
+                # common.smk's torch_env(): envs/torch-cuda.yaml for training.device cuda, else envs/torch.yaml
+                common = (smk.parent / "common.smk").read_text()
+                envs = re.findall(r'return "([^"]+)"', common.split("def torch_env")[1].split("\ndef ")[0])
+                assert sorted(Path(e).name for e in envs) == ["torch-cuda.yaml", "torch.yaml"], envs
+            else:
+                m = re.search(r'conda:\s*\n(?:\s*#.*\n)?\s*(?:user_env\(config\) or )?"([^"]+)"', block)
+                assert m, f"rule {name} has no conda env"
+                envs = m.groups()
+            for env in envs:
+                assert (smk.parent / env).resolve().exists(), f"rule {name}: {env} is missing"
 
 
 def test_conda_envs_pin_exact_versions_from_conda_forge_that_match_pip():
@@ -41,7 +53,7 @@ def test_conda_envs_pin_exact_versions_from_conda_forge_that_match_pip():
         for dep in spec["dependencies"]:
             name, version = (s.strip() for s in dep.split("="))
             assert re.fullmatch(r"\d+(\.\d+)*", version), f"{env.name}: {dep} is not an exact pin"
-            if name == "python":
+            if name in CONDA_ONLY:
                 continue
             pip = PIP_NAME.get(name, name)
             assert pins.get(pip) == version, f"{env.name}: {name} {version} vs requirements.txt {pins.get(pip)}"
@@ -50,3 +62,15 @@ def test_conda_envs_pin_exact_versions_from_conda_forge_that_match_pip():
 def test_torch_is_pinned_for_pip():
     assert pip_pins()["torch"] == "2.13.0"
 
+
+def test_cuda_torch_env_is_the_cpu_one_with_a_cuda_build():
+    """envs/torch-cuda.yaml (train on a GPU node): envs/torch.yaml's pins, torch's version from
+    requirements.txt, plus conda-forge's pytorch-gpu (the cuda* build) and a CUDA 12 pin."""
+    def deps(name):
+        spec = yaml.safe_load((ROOT / "envs" / name).read_text())
+        return dict((s.strip() for s in dep.split("=")) for dep in spec["dependencies"])
+
+    cpu, cuda = deps("torch.yaml"), deps("torch-cuda.yaml")
+    assert {k: v for k, v in cuda.items() if k not in ("pytorch-gpu", "cuda-version")} == cpu
+    assert cuda["pytorch"] == cuda["pytorch-gpu"] == pip_pins()["torch"]
+    assert cuda["cuda-version"].split(".")[0] == "12"

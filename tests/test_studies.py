@@ -208,3 +208,58 @@ def test_a_tiny_cifar_study_with_every_new_part_runs_end_to_end(tmp_path):
     for name in ("sharp_gap", "eps_trend"):
         for suffix in ("", "_where"):
             assert (cwd / f"results/tiny/report/claim_{name}{suffix}.png").stat().st_size > 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(p.stem for p in (STUDIES / "cluster").glob("*.yaml")))
+def test_every_submission_of_a_cluster_overlay_fits_its_declared_node(name):
+    """Snakemake's own group-job resource computation (benchmarks/submissions.py: the
+    remote executor's GroupResources.basic_layered) on each overlay's DAG: every group job
+    fits the node the overlay declares, and holds as many shards as fit it."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from submissions import overlay_requests
+
+    from multiverse.config import n_shards, shards_per_submission
+
+    config, groups = overlay_requests(name)
+    node, k = config["cluster"], shards_per_submission(config)
+    assert k > 1, "a node holds several shards of the full-scale settings"
+    for g in groups:
+        assert g["gpu"] <= node["gpus_per_node"], g
+        assert g["_cores"] <= node["cpus_per_node"], g
+        assert g["mem_mb"] <= node["mem_mb_per_node"], g
+    shards = sum(n_shards(config, r) for r in range(len(round_sizes(config))))
+    assert len(groups) == sum(-(-n_shards(config, r) // k) for r in range(len(round_sizes(config))))
+    assert sum((g["jobs"] - 1) // 2 for g in groups) == shards, "each shard's train and metrics jobs, once"
+    assert max(g["gpu"] for g in groups) == k * (1 if config["training"]["device"] == "cuda" else 0)
+
+
+@pytest.mark.parametrize("edit, key", [
+    ({"training": {"threads": 64}}, "training.threads"),
+    ({"training": {"mem_mb": 300000}}, "training.mem_mb"),
+    ({"training": {"gpus": 8}}, "training.gpus"),
+])
+def test_a_job_larger_than_the_declared_node_is_named(edit, key):
+    from multiverse.config import compose
+
+    config = compose([load_config(STUDIES / "large_batch.yaml"), load_config(STUDIES / "cluster" / "large_batch.yaml")])
+    config["data"]["path"] = str(ROOT)
+    for section, value in edit.items():
+        config[section].update(value)
+    with pytest.raises(ConfigError) as err:
+        checked(config)
+    assert err.value.key == key and "one job must fit one node" in str(err.value)
+
+
+def test_shards_per_submission_follow_the_node():
+    from multiverse.config import shards_per_submission
+
+    base = {"training": {"device": "cuda", "gpus": None, "threads": 4, "mem_mb": 16000}}
+    assert shards_per_submission(base) == 1, "no node declared: one shard per submission"
+    node = {"gpus_per_node": 4, "cpus_per_node": 32, "mem_mb_per_node": 256000}
+    assert shards_per_submission({**base, "cluster": node}) == 4  # GPUs bound it
+    assert shards_per_submission({**base, "cluster": {**node, "gpus_per_node": 8, "cpus_per_node": 20}}) == 5  # cores
+    cpu = {"training": {"device": "cpu", "gpus": None, "threads": 2, "mem_mb": 50000}, "cluster": {**node, "gpus_per_node": 0}}
+    assert shards_per_submission(cpu) == 5  # memory bounds a CPU study

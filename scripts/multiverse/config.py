@@ -93,13 +93,14 @@ def config_hash(config: Mapping[str, Any]) -> str:
 
 def multiverse_hash(config: Mapping[str, Any]) -> str:
     """Hash of what defines the universes and their results: everything but the claims,
-    the report settings and the parallelism (threads), so that editing a claim does not
-    change the provenance of the table."""
-    skip = {"claims", "report"}
+    the report settings, the parallelism (threads) and the scheduling (retries,
+    checkpoints, resources, the cluster's node), so that editing a claim or moving to a
+    cluster does not change the provenance of the table."""
+    skip = {"claims", "report", "resources", "cluster"}
     core = {k: v for k, v in config.items() if k not in skip}
     for section in ("training", "design"):
         if section in core:
-            core[section] = {k: v for k, v in core[section].items() if k not in ("threads", "retries")}
+            core[section] = {k: v for k, v in core[section].items() if k not in ("threads", "retries", "checkpoint_every", "gpus")}
     return config_hash(core)
 
 
@@ -154,6 +155,36 @@ def check_config(config: Mapping[str, Any]) -> None:
     if len(set(names)) != len(names):
         raise ConfigError("claims", "distinct claim names", names)
     check_sizes(config)
+    shards_per_submission(config)
+
+
+def gpus_per_job(config: Mapping[str, Any]) -> int:
+    """GPUs a train or metrics job asks for: ``training.gpus``, else 1 with ``device: cuda``."""
+    training = config["training"]
+    if training.get("gpus") is not None:
+        return int(training["gpus"])
+    return 1 if training["device"] == "cuda" else 0
+
+
+def shards_per_submission(config: Mapping[str, Any]) -> int:
+    """How many shards (a train job and its metrics job each) one cluster submission holds:
+    as many as fit the declared node (``cluster``) side by side, by GPUs, CPU cores
+    (``training.threads``) and memory (``training.mem_mb``); 1 without a declared node.
+    Raises :class:`ConfigError` when one job alone does not fit the node."""
+    node = config.get("cluster")
+    if not node:
+        return 1
+    training = config["training"]
+    need = {"gpus": (gpus_per_job(config), node.get("gpus_per_node", 0), "training.gpus", "cluster.gpus_per_node"),
+            "cpus": (training["threads"], node["cpus_per_node"], "training.threads", "cluster.cpus_per_node"),
+            "mem": (training["mem_mb"], node["mem_mb_per_node"], "training.mem_mb", "cluster.mem_mb_per_node")}
+    fits = []
+    for job, capacity, key, node_key in need.values():
+        if job > capacity:
+            raise ConfigError(key, f"at most the node's {capacity} ({node_key}): one job must fit one node", job)
+        if job:
+            fits.append(capacity // job)
+    return max(1, min(fits))
 
 
 def check_data(config: Mapping[str, Any]) -> None:

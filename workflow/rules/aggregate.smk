@@ -2,6 +2,8 @@ rule aggregate:
     input:
         metrics=universe_files("metrics.json", ROUNDS),
         designs=expand(f"{OUT}/design/round_{{round}}.json", round=ROUNDS),
+        # on a cluster, each submission's marker (it joins the submission's shards)
+        submissions=submission_markers(ROUNDS),
     output:
         parquet=f"{OUT}/multiverse.parquet",
         csv=report(
@@ -19,6 +21,9 @@ rule aggregate:
         # a user's declared metrics (the built-in trainer's are multiverse.METRICS and
         # those its records hold; not a param there, so finished tables stay finished)
         **({"metrics": list(METRICS)} if not BUILTIN else {}),
+    resources:
+        mem_mb=RESOURCES["aggregate"]["mem_mb"],
+        runtime=RESOURCES["aggregate"]["runtime"],
     conda:
         "../../envs/report.yaml"
     script:

@@ -10,11 +10,13 @@ from multiverse.config import (  # noqa: E402
     check_config,
     compose,
     data_file,
+    gpus_per_job,
     load_config,
     multiverse_hash,
     n_shards,
     report_metrics,
     round_sizes,
+    shards_per_submission,
     study_metrics,
     trainer,
 )
@@ -40,6 +42,44 @@ METRICS = study_metrics(config)
 ROUNDS = range(len(round_sizes(config)))
 SLOTS = range(config["training"]["shard_size"])
 SEEDS = range(config["training"]["seeds"])
+RESOURCES = config["resources"]
+GPUS = gpus_per_job(config)
+
+# On a cluster, a round's shards (each a train job and its metrics job) travel in
+# submissions of as many shards as fit the declared node side by side (`cluster:`,
+# multiverse.config.shards_per_submission), one submission per shard without a node.
+# Snakemake makes one submission of a group's jobs when they are connected: rule
+# `submission` joins the shards of one submission (its marker depends on their metrics).
+# Groups take effect only with a cluster executor; a local run ignores them.
+PER_SUBMISSION = shards_per_submission(config)
+CLUSTER = bool(config.get("cluster"))
+
+
+def submission_group(wildcards):
+    """The group (one cluster submission) of a train, metrics or submission job."""
+    part = wildcards.part if "part" in wildcards.keys() else int(wildcards.shard) // PER_SUBMISSION
+    if not CLUSTER:  # one shard per submission
+        part = wildcards.shard
+    return f"round{wildcards.round}-seed{wildcards.replicate}-part{part}"
+
+
+def submission_markers(rounds):
+    """The markers of every submission of `rounds` (none without a declared node)."""
+    if not CLUSTER:
+        return []
+    return [
+        f"{OUT}/universes/r{r}/seed{j}_part{p}.done"
+        for r in rounds
+        for j in SEEDS
+        for p in range(-(-n_shards(config, r) // PER_SUBMISSION))
+    ]
+
+
+def torch_env():
+    """The train and metrics rules' conda env: a CUDA build of torch for device cuda."""
+    if config["training"]["device"] == "cuda":
+        return "../../envs/torch-cuda.yaml"
+    return "../../envs/torch.yaml"
 
 
 wildcard_constraints:
@@ -47,6 +87,7 @@ wildcard_constraints:
     shard=r"\d+",
     slot=r"\d+",
     replicate=r"\d+",
+    part=r"\d+",
 
 
 def user_env(config):

@@ -16,6 +16,9 @@ if DATA:
             # only with one, so that a built-in study's finished data step stays finished
             **({"entrypoint": config["data"]["entrypoint"], "pythonpath": config["training"].get("pythonpath", [])}
                if config["data"].get("entrypoint") else {}),
+        resources:
+            mem_mb=RESOURCES["prepare_data"]["mem_mb"],
+            runtime=RESOURCES["prepare_data"]["runtime"],
         conda:
             "../../envs/data.yaml"
         script:

@@ -15,6 +15,9 @@ rule design:
         shard_size=config["training"]["shard_size"],
         seed=config["seed"],
     threads: config["design"]["threads"]
+    resources:
+        mem_mb=RESOURCES["design"]["mem_mb"],
+        runtime=RESOURCES["design"]["runtime"],
     conda:
         "../../envs/design.yaml"
     script:

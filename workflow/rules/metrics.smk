@@ -17,7 +17,34 @@ rule metrics:
     resources:
         mem_mb=config["training"]["mem_mb"],
         runtime=config["training"]["runtime"],
+        # the built-in networks are evaluated on the training device
+        gpu=GPUS if BUILTIN else 0,
+    group:
+        submission_group
     conda:
-        "../../envs/torch.yaml"
+        torch_env()
     script:
         "../../scripts/metrics.py"
+
+
+# One cluster submission's shards, joined so that Snakemake submits them as one group job
+# sized to the declared node (see submission_group in common.smk); with a node only.
+if CLUSTER:
+
+    rule submission:
+        input:
+            lambda wildcards: [
+                f"{OUT}/universes/r{wildcards.round}/s{s}/u{k}/seed{wildcards.replicate}/metrics.json"
+                for s in range(int(wildcards.part) * PER_SUBMISSION, int(wildcards.part) * PER_SUBMISSION + PER_SUBMISSION)
+                if s < n_shards(config, int(wildcards.round))
+                for k in SLOTS
+            ],
+        output:
+            touch(f"{OUT}/universes/r{{round}}/seed{{replicate}}_part{{part}}.done"),
+        group:
+            submission_group
+        resources:
+            mem_mb=100,
+            runtime=1,
+        run:
+            pass

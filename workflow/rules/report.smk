@@ -61,6 +61,9 @@ rule report:
         },
         figures=report_figures(),
     threads: config["report"]["threads"]
+    resources:
+        mem_mb=RESOURCES["report"]["mem_mb"],
+        runtime=RESOURCES["report"]["runtime"],
     conda:
         "../../envs/report.yaml"
     script:

@@ -27,10 +27,12 @@ rule train:
     resources:
         mem_mb=config["training"]["mem_mb"],
         runtime=config["training"]["runtime"],
-        gpu=1 if config["training"]["device"] == "cuda" else 0,
+        gpu=GPUS,
+    group:
+        submission_group
     retries: config["training"]["retries"]
     conda:
         # a user's own env (training.conda, relative to the working directory), else the built-in one
-        user_env(config) or "../../envs/torch.yaml"
+        user_env(config) or torch_env()
     script:
         "../../scripts/train.py"
