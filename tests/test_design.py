@@ -236,3 +236,16 @@ def test_design_state_layout(config):
     assert len({u["seed"] for u in state["universes"]}) == 8
     assert [u["id"] for u in state["universes"]][:2] == ["r0u000", "r0u001"]
     assert all(u["replicate_of"] is None for u in state["universes"])
+
+
+def test_each_round_is_given_only_the_design_settings_it_uses():
+    from multiverse.config import round_settings
+
+    design = {"strategy": "gp-ivr", "initial": 16, "rounds": 4, "batch": 8, "outcomes": ["val_acc"], "candidates": 512,
+              "reference": 256, "replicates": 1, "categorical": "onehot", "grid_levels": 5, "threads": 2}
+    assert round_settings(design, 0) == {"strategy": "sobol"}
+    assert round_settings(design, 2) == {"strategy": "gp-ivr", "outcomes": ["val_acc"], "candidates": 512,
+                                         "reference": 256, "replicates": 1, "categorical": "onehot"}
+    assert round_settings({**design, "strategy": "sobol"}, 3) == {"strategy": "sobol"}
+    assert round_settings({**design, "strategy": "random"}, 0) == {"strategy": "random"}
+    assert round_settings({**design, "strategy": "grid"}, 1) == {"strategy": "grid", "grid_levels": 5}

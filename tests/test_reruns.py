@@ -178,3 +178,16 @@ def test_universes_that_raise_are_recorded_and_do_not_stop_the_workflow(tmp_path
     assert r1["n_previous"] == 2 and r1["strategy"] == "sobol" and "fallback" in r1["diagnostics"]
     claims = json.loads((cwd / OUT / "report/claims.json").read_text())
     assert all(c["gp"]["verdict"] == "too few universes" for c in claims["claims"])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("edit", [{"reference": 64}, {"candidates": 64}], ids=["design.reference", "design.candidates"])
+def test_a_gp_setting_reruns_the_gp_rounds_never_round_0(tiny_run, tmp_path, edit):
+    """Round 0 is Sobol: its params hold only what it uses (multiverse.config.round_settings)."""
+    cwd = copy_run(tiny_run, tmp_path / "run")
+    write_config(cwd, load_config(cwd / "tiny.yaml"), design=edit)
+    dry = snakemake(cwd, "-n", "--cores", "2")
+    assert dry.returncode == 0, dry.stderr[-2000:]
+    assert planned_jobs(dry) == {"design": 1, "train": 1, "metrics": 1, "aggregate": 1, "report": 1, "all": 1}
+    out = dry.stdout + dry.stderr
+    assert "output: results/tiny/design/round_1.json" in out and "output: results/tiny/design/round_0.json" not in out

@@ -104,6 +104,24 @@ def multiverse_hash(config: Mapping[str, Any]) -> str:
     return config_hash(core)
 
 
+#: The ``design`` keys a GP round reads (besides the round sizes, a param of their own).
+GP_SETTINGS = ("outcomes", "candidates", "reference", "replicates", "categorical")
+
+
+def round_settings(design: Mapping[str, Any], round_: int) -> dict[str, Any]:
+    """The ``design`` settings round ``round_`` uses, and only those: the design rule's
+    params, so that an edit reruns exactly the rounds it changes. Round 0 of a GP
+    strategy is a Sobol round (the GP needs data first), so editing ``design.reference``
+    or ``design.candidates`` reruns the GP rounds and what they feed, never round 0; the
+    round sizes (``initial``, ``batch``) are the rule's ``sizes`` param."""
+    strategy = design["strategy"]
+    if strategy == "grid":
+        return {"strategy": "grid", "grid_levels": design["grid_levels"]}
+    if strategy in ("random", "sobol") or round_ == 0:
+        return {"strategy": "sobol" if strategy != "random" else "random"}
+    return {"strategy": strategy, **{k: design[k] for k in GP_SETTINGS}}
+
+
 #: The two forms of a user's training entry point (config keys under ``training``).
 USER_TRAINERS = ("entrypoint", "command")
 #: What a training entry point may take, besides its dimensions by name

@@ -275,7 +275,7 @@ def design_round(
     """
     n, start = sizes[round_], sum(sizes[:round_])
     strategy = design["strategy"]
-    universes, ids, values = universe_outcomes(space, previous, design["outcomes"])
+    universes, ids, values = universe_outcomes(space, previous, design.get("outcomes", []))
     done = {space.key(u) for u in universes}
     new = [None] * n
     if strategy == "random":

@@ -15,6 +15,7 @@ from multiverse.config import (  # noqa: E402
     multiverse_hash,
     n_shards,
     report_metrics,
+    round_settings,
     round_sizes,
     shards_per_submission,
     study_metrics,

@@ -9,8 +9,9 @@ rule design:
         f"{OUT}/benchmark/design/round_{{round}}.tsv"
     params:
         space=config["space"],
-        # round r depends on the rounds up to r only, so adding rounds reruns nothing
-        design={k: v for k, v in config["design"].items() if k not in ("rounds", "threads")},
+        # only what round r uses (multiverse.design.round_settings): editing a GP setting
+        # reruns the GP rounds, never round 0's Sobol universes; adding rounds reruns nothing
+        design=lambda wildcards: round_settings(config["design"], int(wildcards.round)),
         sizes=lambda wildcards: round_sizes(config)[: int(wildcards.round) + 1],
         shard_size=config["training"]["shard_size"],
         seed=config["seed"],
