@@ -12,6 +12,8 @@ if "models" in snakemake.input.keys():
     metrics_shard(
         snakemake.input.data, snakemake.input.models, snakemake.input.records, snakemake.params.model,
         snakemake.output, log, snakemake.params.sharpness,
+        # read here, not as a param: a changed device does not rerun finished metrics
+        device=snakemake.config["training"].get("device", "cpu"),
     )
 else:
     recorded_metrics_shard(snakemake.input.records, snakemake.output, log)

@@ -13,14 +13,15 @@ universes = [
     for u in read_json(snakemake.input.design)["universes"]
     if u["shard"] == int(w.shard)
 ]
-# not a param: changing how often to retry must not rerun finished universes
+# not params: changing how often to retry or to checkpoint must not rerun finished universes
 retries = snakemake.config["training"]["retries"]
+checkpoint_every = snakemake.config["training"]["checkpoint_every"]
 if "models" in snakemake.output.keys():
     from multiverse.train import train_shard  # noqa: E402  (torch after the thread settings)
 
     train_shard(
         snakemake.input.data, universes, snakemake.params.model, snakemake.params.training,
-        snakemake.output.models, snakemake.output.records, log, retries=retries,
+        snakemake.output.models, snakemake.output.records, log, retries=retries, checkpoint_every=checkpoint_every,
     )
 else:
     from multiverse.entrypoint import train_user_shard

@@ -269,3 +269,62 @@ def test_a_user_shard_on_cuda_without_a_gpu_stops_before_any_universe(project):
     with pytest.raises(DeviceUnavailable, match="torch.cuda.is_available"):
         run_shard(project, {"entrypoint": "user_code:train", "device": "cuda"}, (2.0,))
     assert not (project / "out" / "u0" / "train.json").exists()
+
+
+COUNTED = '''
+import os
+
+CALLS = []
+
+def train(C, seed, progress):
+    CALLS.append(C)
+    if os.path.exists("kill_at") and float(open("kill_at").read()) == C:
+        raise KeyboardInterrupt  # as a kill stops the job: no retry, no record
+    progress(epoch=1, val_acc=0.5)
+    return {"val_acc": 0.5, "loss": C}
+'''
+
+
+def test_a_killed_user_shard_keeps_the_universes_it_finished(project):
+    (project / "src" / "counted.py").write_text(textwrap.dedent(COUNTED))
+    sys.modules.pop("counted", None)
+    (project / "kill_at").write_text("2.0")
+    with pytest.raises(KeyboardInterrupt):
+        run_shard(project, {"entrypoint": "counted:train"}, (1.0, 2.0, 3.0))
+    first = json.loads((project / "out" / "u0" / "train.json").read_text())
+    assert (project / "out" / "u0" / "run" / E.KEPT_RECORD).exists()
+    (project / "kill_at").unlink()
+    calls = sys.modules["counted"].CALLS
+    calls.clear()
+    records, log = run_shard(project, {"entrypoint": "counted:train"}, (1.0, 2.0, 3.0))
+    assert calls == [2.0, 3.0] and "r0u000 kept: finished by an earlier run of this shard" in log
+    assert records[0] == first and [r["metrics"]["loss"] for r in records] == [1.0, 2.0, 3.0]
+    assert not list(project.glob(f"out/*/run/{E.KEPT_RECORD}")), "a finished shard's records are its outputs alone"
+    sys.modules.pop("counted", None)
+
+
+def test_the_shard_eta_counts_the_epochs_left_at_the_mean_epoch_time(monkeypatch, caplog):
+    now = iter([0.0, 2.0, 4.0, 10.0, 11.0])
+    monkeypatch.setattr(E.time, "perf_counter", lambda: next(now))
+    log = logging.getLogger("eta")
+    clock = E.ShardClock([2, 3])
+    with caplog.at_level(logging.INFO, logger="eta"):
+        first = E.Progress("r0u000", log, clock, 0)  # t = 0
+        first(epoch=1, train_loss=1.0, val_acc=0.5)  # t = 2: 1 + 3 epochs left at 2 s
+        first(epoch=2, train_loss=0.5, val_acc=0.6)  # t = 4: 3 left at 2 s
+        clock.finish(0, 2)
+        second = E.Progress("r0u001", log, clock, 1)  # t = 10
+        second(epoch=1, train_loss=0.9, val_acc=0.7, seconds=1.0)  # t = 11: 2 left at (2 + 2 + 1) / 3 s
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines == [
+        "r0u000 epoch 1/2 train_loss=1 val_acc=0.5 (2.0s; universe 1/2, shard ETA 8s)",
+        "r0u000 epoch 2/2 train_loss=0.5 val_acc=0.6 (4.0s; universe 1/2, shard ETA 6s)",
+        "r0u001 epoch 1/3 train_loss=0.9 val_acc=0.7 (1.0s; universe 2/2, shard ETA 3s)",
+    ]
+    # a user's training: its length is guessed from the finished universes', once there is one
+    unknown = E.ShardClock([None, None])
+    unknown.epoch(0, 1, 5.0)
+    assert unknown.eta() is None
+    unknown.finish(0, 4)
+    unknown.epoch(1, 1, 3.0)
+    assert unknown.eta() == 3 * 4.0 and E.duration(3725) == "1h02m" and E.duration(185) == "3m05s"

@@ -27,6 +27,8 @@ def test_every_rule_names_a_pinned_env():
             name = block.split(":")[0]
             if re.search(r"^\s+run:", block, flags=re.M):
                 continue  # Python inside Snakemake's own process (rule submission's marker): no env
+            if not re.search(r"^\s+(script|shell):", block, flags=re.M):
+                continue  # a target (rule partial_report), as rule all
             if re.search(r"conda:\s*\n(?:\s*#.*\n)?\s*(?:user_env\(config\) or )?torch_env\(\)", block):
                 # common.smk's torch_env(): envs/torch-cuda.yaml for training.device cuda, else envs/torch.yaml
                 common = (smk.parent / "common.smk").read_text()

@@ -191,3 +191,26 @@ def test_a_gp_setting_reruns_the_gp_rounds_never_round_0(tiny_run, tmp_path, edi
     assert planned_jobs(dry) == {"design": 1, "train": 1, "metrics": 1, "aggregate": 1, "report": 1, "all": 1}
     out = dry.stdout + dry.stderr
     assert "output: results/tiny/design/round_1.json" in out and "output: results/tiny/design/round_0.json" not in out
+
+
+@pytest.mark.slow
+def test_partial_report_reads_the_rounds_finished_so_far_and_trains_nothing(tiny_run, tmp_path):
+    cwd = copy_run(tiny_run, tmp_path / "run")
+    (cwd / OUT / "universes/r1/s0/u1/seed0/metrics.json").unlink()  # round 1 still running
+    before = digests(cwd)
+    dry = snakemake(cwd, "-n", "--cores", "2", "--nolock", "partial_report")
+    assert planned_jobs(dry) == {"partial_aggregate": 1, "partial_report_files": 1, "partial_report": 1}
+    res = snakemake(cwd, "--cores", "2", "--nolock", "partial_report")
+    assert res.returncode == 0, res.stderr[-2000:]
+    df = pd.read_parquet(cwd / OUT / "partial/multiverse.parquet")
+    assert sorted(df["round"].unique()) == [0] and len(df) == 2
+    assert (cwd / OUT / "partial/report.html").stat().st_size > 10_000
+    assert digests(cwd) == before, "the study's own files are untouched"
+    assert json.loads((cwd / OUT / "partial/report/claims.json").read_text())["n_universes"] == 2
+
+
+def test_partial_report_before_any_round_finished_says_so(tmp_path):
+    cwd = make_checkout(tmp_path)
+    dry = snakemake(cwd, "-n", "--cores", "1", "partial_report")
+    assert dry.returncode != 0
+    assert "no design round of study 'tiny' has finished yet" in dry.stdout + dry.stderr

@@ -135,3 +135,136 @@ def test_cuda_without_a_gpu_stops_the_job_and_records_no_universe(digits, tmp_pa
     assert "training on the CPU" in caplog.text and socket.gethostname() in caplog.text
     rec = json.load(open(records[0]))
     assert rec["status"] == "ok" and rec["device"] == "cpu"
+
+
+class Killed(BaseException):
+    """Stands for a kill: not an Exception, so no retry catches it."""
+
+
+def without_seconds(history):
+    return [{k: v for k, v in e.items() if k != "seconds"} for e in history]
+
+
+def test_a_universe_killed_mid_training_resumes_from_its_checkpoint_bitwise(digits, tmp_path, caplog):
+    """Dropout (torch's global random stream), a warmup schedule still rising at the
+    checkpoint, Adam's moments and the minibatch order all resume where they stopped."""
+    params = {**U, "depth": 2, "dropout": 0.3, "warmup_epochs": 3}
+    kw = dict(seed=5, epochs=4, width=16, depth=1)
+    straight, r0 = train_universe(digits, params, **kw)
+    path = tmp_path / "run" / "checkpoint.pt"
+    saved, _ = train_universe(digits, params, **kw, checkpoint_path=path, checkpoint_every=1)
+    assert all(torch.equal(straight[k], saved[k]) for k in straight), "saving changes nothing"
+    path.unlink()
+
+    def kill_after_epoch_2(epoch, **_):
+        if epoch == 2:
+            raise Killed
+
+    with pytest.raises(Killed):
+        train_universe(digits, params, **kw, checkpoint_path=path, checkpoint_every=1, progress=kill_after_epoch_2)
+    assert torch.load(path, weights_only=True)["epoch"] == 2
+    epochs = []
+    with caplog.at_level(logging.INFO):
+        resumed, r = train_universe(digits, params, **kw, checkpoint_path=path, progress=lambda epoch, **_: epochs.append(epoch))
+    assert f"resumed from {path} after epoch 2" in caplog.text and epochs == [3, 4]
+    assert list(resumed) == list(straight) and all(torch.equal(straight[k], resumed[k]) for k in straight)
+    assert without_seconds(r["history"]) == without_seconds(r0["history"])
+    same = ("status", "epochs_run", "steps_run", "lr_effective", "lr_final", "n_classes")
+    assert {k: r[k] for k in same} == {k: r0[k] for k in same}
+    # a checkpoint of another universe (here: another seed) is not resumed
+    other, _ = train_universe(digits, params, **{**kw, "seed": 6})
+    caplog.clear()
+    with caplog.at_level(logging.INFO):
+        again, _ = train_universe(digits, params, **{**kw, "seed": 6}, checkpoint_path=path)
+    assert "saved for another universe" in caplog.text and all(torch.equal(other[k], again[k]) for k in other)
+
+
+KILLED_SHARD = """
+import json, logging, os, signal, sys
+sys.path.insert(0, sys.argv[1])
+from multiverse.train import train_shard
+
+class KillAt(logging.Handler):
+    def emit(self, record):
+        if record.getMessage().startswith("r0u001 epoch 2/"):
+            os.kill(os.getpid(), signal.SIGKILL)
+
+log = logging.getLogger("killed")
+log.setLevel(logging.INFO)
+log.addHandler(KillAt())
+train_shard(**json.load(open(sys.argv[2])), log=log)
+"""
+
+
+def test_a_shard_killed_with_sigkill_keeps_its_finished_universes_and_resumes_the_one_it_was_training(
+        digits, tmp_path, config):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import numpy as np
+
+    np.savez(tmp_path / "data.npz", **digits)
+    params = [U, {**U, "depth": 2, "dropout": 0.2, "warmup_epochs": 3}, {**U, "optimizer": "momentum", "lr": 0.05}]
+    universes = [{"id": f"r0u00{k}", "round": 0, "index": k, "shard": 0, "slot": k, "seed": 3 + k, "params": p}
+                 for k, p in enumerate(params)]
+
+    def shard_args(folder):
+        return dict(data_path=str(tmp_path / "data.npz"), universes=universes,
+                    model={**config["model"], "width": 16, "depth": 1}, training={**config["training"], "epochs": 4},
+                    model_paths=[str(tmp_path / folder / f"u{k}" / "model.pt") for k in range(3)],
+                    record_paths=[str(tmp_path / folder / f"u{k}" / "train.json") for k in range(3)])
+
+    args = shard_args("killed")
+    (tmp_path / "args.json").write_text(json.dumps(args))
+    scripts = str(Path(__file__).resolve().parents[1] / "scripts")
+    proc = subprocess.run([sys.executable, "-c", KILLED_SHARD, scripts, str(tmp_path / "args.json")], timeout=300,
+                          capture_output=True, text=True)
+    assert proc.returncode == -9, proc.stderr[-2000:]
+    u0, u1, u2 = (tmp_path / "killed" / f"u{k}" for k in range(3))
+    assert (u0 / "train.json").exists() and (u0 / "run" / "final.pt").exists()
+    assert not (u1 / "train.json").exists() and torch.load(u1 / "run" / "checkpoint.pt", weights_only=True)["epoch"] == 2
+    assert not u2.exists()
+
+    lines = []
+    handler = logging.Handler()
+    handler.emit = lambda record: lines.append(record.getMessage())
+    log = logging.getLogger("rerun")
+    log.setLevel(logging.INFO)
+    log.addHandler(handler)
+    try:
+        train_shard(**args, log=log)
+    finally:
+        log.removeHandler(handler)
+    assert any(line.startswith("r0u000 kept") for line in lines) and not any(line.startswith("r0u000 epoch") for line in lines)
+    assert any(line.startswith(f"resumed from {u1 / 'run' / 'checkpoint.pt'} after epoch 2") for line in lines)
+    assert [line.split()[2] for line in lines if line.startswith("r0u001 epoch")] == ["3/4", "4/4"]
+    assert [line.split()[2] for line in lines if line.startswith("r0u002 epoch")] == ["1/4", "2/4", "3/4", "4/4"]
+    assert not any((u / "run").exists() for u in (u0, u1, u2)), "a finished shard leaves no checkpoint behind"
+
+    straight = shard_args("straight")
+    train_shard(**straight, log=logging.getLogger("straight"), checkpoint_every=0)
+    for k in range(3):
+        a, b = (torch.load(p[k], weights_only=True) for p in (args["model_paths"], straight["model_paths"]))
+        assert list(a) == list(b) and all(torch.equal(a[n], b[n]) for n in a)
+        ra, rb = (json.load(open(p[k])) for p in (args["record_paths"], straight["record_paths"]))
+        assert without_seconds(ra.pop("history")) == without_seconds(rb.pop("history"))
+        assert ra.pop("train_seconds") > 0 and {**ra, "train_seconds": 0} == {**rb, "train_seconds": 0}
+
+
+def test_epoch_lines_say_the_epoch_of_its_total_the_metrics_and_the_shards_eta(digits, tmp_path, config, caplog):
+    import numpy as np
+
+    np.savez(tmp_path / "data.npz", **digits)
+    universes = [{"id": f"r0u00{k}", "round": 0, "index": k, "shard": 0, "slot": k, "seed": k,
+                  "params": {**U, "epochs": 1 + k}} for k in range(2)]
+    model = {**config["model"], "width": 16, "depth": 1}
+    with caplog.at_level(logging.INFO, logger="eta"):
+        train_shard(str(tmp_path / "data.npz"), universes, model, config["training"],
+                    [str(tmp_path / f"u{k}" / "model.pt") for k in range(2)],
+                    [str(tmp_path / f"u{k}" / "train.json") for k in range(2)], logging.getLogger("eta"))
+    lines = [r.getMessage() for r in caplog.records if " epoch " in r.getMessage()]
+    assert [line.split()[:3] for line in lines] == [["r0u000", "epoch", "1/1"], ["r0u001", "epoch", "1/2"],
+                                                     ["r0u001", "epoch", "2/2"]]
+    assert all("train_loss=" in line and "val_acc=" in line for line in lines)
+    assert "universe 1/2, shard ETA" in lines[0] and lines[-1].endswith("universe 2/2, shard ETA 0s)")

@@ -102,22 +102,87 @@ def checked_metrics(result: Any, declared: Mapping[str, Mapping[str, Any]]) -> d
     return out
 
 
+class ShardClock:
+    """Where a shard's job stands, for the ETA of its epoch lines: the epochs each universe
+    plans (slot order; None where not known, as for a user's training), the epochs each
+    has done, and the seconds of the epochs trained in this job so far."""
+
+    def __init__(self, planned: Sequence[int | None]):
+        self.planned = list(planned)
+        self.done = [0] * len(self.planned)
+        self.finished: dict[int, int] = {}
+        self.seconds, self.timed = 0.0, 0
+
+    def epoch(self, slot: int, epoch: Any, seconds: float) -> None:
+        """Universe ``slot`` finished its epoch ``epoch`` in ``seconds`` of this job."""
+        self.done[slot] = int(epoch) if isinstance(epoch, int) else self.done[slot] + 1
+        self.seconds, self.timed = self.seconds + seconds, self.timed + 1
+
+    def finish(self, slot: int, epochs: int) -> None:
+        """Universe ``slot`` is done (trained, failed, diverged or kept) after ``epochs``."""
+        self.finished[slot] = int(epochs)
+
+    def eta(self) -> float | None:
+        """Seconds until the shard is done: the epochs left (a universe of unknown length
+        counted as long as the finished ones, on average) times the mean seconds per epoch
+        so far; None before any epoch was timed or while a length cannot be guessed."""
+        if not self.timed:
+            return None
+        lengths = [e for e in self.finished.values() if e > 0]
+        typical = sum(lengths) / len(lengths) if lengths else None
+        left = 0.0
+        for slot, planned in enumerate(self.planned):
+            if slot in self.finished:
+                continue
+            planned = typical if planned is None else planned
+            if planned is None:
+                return None
+            left += max(planned - self.done[slot], 0)
+        return left * self.seconds / self.timed
+
+
+def duration(seconds: float) -> str:
+    """``seconds`` as ``45s``, ``3m05s`` or ``2h03m``."""
+    s = round(seconds)
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    return f"{s // 3600}h{s // 60 % 60:02d}m"
+
+
 class Progress:
     """The ``progress(epoch=..., **metrics)`` callback: each call is one line of the job's
-    log (universe, epoch, metrics, seconds since its training started) and one entry of
-    the universe's ``history``."""
+    log and one entry of the universe's ``history``. The line holds the universe, the
+    epoch (of its planned total where ``clock`` knows it), the metrics, the seconds since
+    its training started and, with a ``clock`` (:class:`ShardClock`; this universe is its
+    ``slot``), the universe's place in the shard and the shard's ETA::
 
-    def __init__(self, universe_id: str, log: logging.Logger):
+        r0u001 epoch 2/20 train_loss=0.41 train_acc=0.88 val_loss=0.45 val_acc=0.87 (3.1s; universe 2/3, shard ETA 1m05s)
+    """
+
+    def __init__(self, universe_id: str, log: logging.Logger, clock: ShardClock | None = None, slot: int = 0):
         self.id, self.log, self.start, self.history = universe_id, log, time.perf_counter(), []
+        self.clock, self.slot, self.last = clock, slot, self.start
 
     def __call__(self, epoch: Any = None, **metrics: Any) -> None:
+        now = time.perf_counter()
         given = metrics.pop("seconds", None)
-        seconds = float(given) if isinstance(given, (int, float)) else time.perf_counter() - self.start
+        seconds = float(given) if isinstance(given, (int, float)) else now - self.start
         entry = {"epoch": epoch, **{k: _plain(v) for k, v in metrics.items()}, "seconds": round(seconds, 3)}
         self.history.append(entry)
         shown = " ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}" for k, v in entry.items()
                          if k not in ("epoch", "seconds"))
-        self.log.info("%s epoch %s %s (%.1fs)", self.id, epoch, shown, seconds)
+        if self.clock is None:
+            self.log.info("%s epoch %s %s (%.1fs)", self.id, epoch, shown, seconds)
+            return
+        # this epoch's own time in this job (a resumed universe's earlier epochs are not timed here)
+        self.clock.epoch(self.slot, epoch, now - self.last)
+        self.last = now
+        planned, eta = self.clock.planned[self.slot], self.clock.eta()
+        self.log.info("%s epoch %s%s %s (%.1fs; universe %d/%d, shard ETA %s)", self.id, epoch,
+                      "" if planned is None else f"/{planned}", shown, seconds, self.slot + 1,
+                      len(self.clock.planned), "unknown" if eta is None else duration(eta))
 
 
 def _plain(v: Any) -> Any:
@@ -180,13 +245,14 @@ def run_command(args: Sequence[str], out: Path, universe_id: str, log: logging.L
 
 def train_user_universe(universe: Mapping[str, Any], training: Mapping[str, Any], declared: Mapping[str, Any],
                         run_dir: Path, data: Any, data_path: str | None, log: logging.Logger,
-                        fn: Callable | None = None) -> dict[str, Any]:
+                        fn: Callable | None = None, clock: ShardClock | None = None, slot: int = 0) -> dict[str, Any]:
     """One attempt at one universe with the user's entry point (``fn``) or command; its
-    record (``status`` ``ok``, ``metrics``, ``history``) or a raised error."""
+    record (``status`` ``ok``, ``metrics``, ``history``) or a raised error. ``clock`` and
+    ``slot``: the shard's, for the ETA of the epoch lines (:class:`Progress`)."""
     run_dir.mkdir(parents=True, exist_ok=True)
     params = dict(universe["params"])
     device = resolve_device(training.get("device", "cpu"))  # checked once per shard (train_user_shard)
-    progress = Progress(universe["id"], log)
+    progress = Progress(universe["id"], log, clock, slot)
     if fn is not None:
         result = call(fn, {**params, "params": params, "seed": universe["seed"], "device": device,
                            "run_dir": str(run_dir), "data": data, "progress": progress})
@@ -236,13 +302,25 @@ def prepare_user_data(spec: str, pythonpath: Sequence[str], seed: int, path: str
     return data
 
 
+#: A finished universe's record in its ``run/`` folder until its shard's job is done, so
+#: that a rerun of a killed job keeps it (:func:`train_user_shard`). Snakemake deletes a
+#: failed job's declared outputs; this file is not one.
+KEPT_RECORD = "multiverse_record.json"
+
+
 def train_user_shard(universes: Sequence[Mapping[str, Any]], training: Mapping[str, Any],
                      declared: Mapping[str, Any], record_paths: Sequence[str], log: logging.Logger,
                      data_path: str | None = None, retries: int = 1) -> None:
     """Train each universe of a shard with the user's code and write its record (slot
     order): its identity, outcome, metrics (NaN for a failed one) and history. Each
-    universe's ``run_dir`` is ``run/`` beside its record."""
-    from multiverse.runtime import DeviceUnavailable, failed_record, universe_fields, versions, write_json
+    universe's ``run_dir`` is ``run/`` beside its record.
+
+    A finished universe's record is also kept in its ``run_dir`` (:data:`KEPT_RECORD`)
+    until the whole shard is done: when a killed job runs again, a universe finished
+    under the same identity, training and metrics is not trained again (logged as
+    ``kept``). Resuming inside a universe is the user's code's own (from its ``run_dir``).
+    """
+    from multiverse.runtime import DeviceUnavailable, failed_record, read_json, universe_fields, versions, write_json
 
     resolve_device(training.get("device", "cpu"), log)  # no GPU where one is asked for: stop before any universe
 
@@ -252,18 +330,31 @@ def train_user_shard(universes: Sequence[Mapping[str, Any]], training: Mapping[s
     fn = load(training["entrypoint"], training.get("pythonpath", [])) if training.get("entrypoint") else None
     data = read_prepared(data_path) if fn is not None else None
     env = versions(["numpy"])
-    for u, record_path in zip(universes, record_paths):
+    clock = ShardClock([None] * len(universes))
+    for slot, (u, record_path) in enumerate(zip(universes, record_paths)):
         run_dir = Path(record_path).parent / "run"
-        for attempt in range(1, retries + 2):
-            try:
-                record = train_user_universe(u, training, declared, run_dir, data, data_path, log, fn)
-                break
-            except DeviceUnavailable:  # the node's fault, not the universe's
-                raise
-            except Exception as err:  # a universe's own failure is data, not a crash
-                log.exception("universe %s failed (attempt %d of %d)", u["id"], attempt, retries + 1)
-                record = {**failed_record(err), "metrics": {m: math.nan for m in declared}}
-        record = {**universe_fields(u), **record, "attempts": attempt, "versions": env}
+        # JSON's form (tuples as lists), as the kept file holds it
+        key = json.loads(json.dumps({"universe": universe_fields(u), "declared": declared, "training": {
+            k: training.get(k) for k in ("entrypoint", "command", "pythonpath", "device")}}))
+        kept = read_json(run_dir / KEPT_RECORD) if (run_dir / KEPT_RECORD).exists() else None
+        if kept is not None and kept.get("key") == key:
+            record = kept["record"]
+            log.info("%s kept: finished by an earlier run of this shard (%s)", u["id"], run_dir / KEPT_RECORD)
+        else:
+            for attempt in range(1, retries + 2):
+                try:
+                    record = train_user_universe(u, training, declared, run_dir, data, data_path, log, fn, clock, slot)
+                    break
+                except DeviceUnavailable:  # the node's fault, not the universe's
+                    raise
+                except Exception as err:  # a universe's own failure is data, not a crash
+                    log.exception("universe %s failed (attempt %d of %d)", u["id"], attempt, retries + 1)
+                    record = {**failed_record(err), "metrics": {m: math.nan for m in declared}}
+            record = {**universe_fields(u), **record, "attempts": attempt, "versions": env}
+            write_json(run_dir / KEPT_RECORD, {"key": key, "record": record})
+        clock.finish(slot, record.get("epochs_run") or 0)
         write_json(record_path, record)
         log.info("%s %s in %.2fs: %s %s", u["id"], u["params"], record["train_seconds"], record["status"],
                  record.get("error") or record["metrics"])
+    for record_path in record_paths:  # the shard is done: its declared records are what counts now
+        (Path(record_path).parent / "run" / KEPT_RECORD).unlink(missing_ok=True)

@@ -1,7 +1,10 @@
 """The metrics of a trained universe (rule ``metrics``): accuracy, loss and the
 generalisation gap, and optionally OOD accuracy and adaptive sharpness.
 
-The network is rebuilt with :func:`multiverse.train.make_model` and evaluated on the CPU.
+The network is rebuilt with :func:`multiverse.train.make_model` and evaluated on the
+training device (``training.device``) in minibatches (:func:`multiverse.train.evaluate`):
+the data stay on the CPU and only each minibatch moves, so memory does not grow with the
+split.
 """
 
 from __future__ import annotations
@@ -27,11 +30,13 @@ def universe_metrics(
     depth: int,
     arch: str = "mlp",
     sharpness: Mapping[str, Any] | None = None,
+    device: str = "cpu",
 ) -> dict[str, float]:
     """Accuracy and loss on train, validation and test, and the generalisation gap; with
     an OOD split in ``data`` (``data.ood``) also ``ood_acc`` and ``ood_loss``, and with
     ``sharpness`` settings (``metrics.sharpness``) the adaptive ``sharpness``
-    (:mod:`multiverse.sharpness`).
+    (:mod:`multiverse.sharpness`). The network runs on ``device`` (``cpu``, ``cuda`` or
+    ``auto``, :func:`multiverse.runtime.resolve_device`).
 
     A diverged universe's network outputs NaN, so it predicts no better than
     chance: its accuracies are recorded as ``1 / n_classes`` and its losses (and its
@@ -39,7 +44,7 @@ def universe_metrics(
     """
     import torch
 
-    from multiverse.train import as_tensors, evaluate, make_model, network
+    from multiverse.train import as_tensors, evaluate, make_model, network, resolve_device
 
     splits = ("train", "val", "test") + (("ood",) if "X_ood" in data else ())
     if record["status"] == "failed":
@@ -52,7 +57,7 @@ def universe_metrics(
     width, depth, dropout = network(record.get("params") or {}, width, depth)
     model = make_model(t["X_train"].shape[1], record["n_classes"], width, depth, arch, shape, dropout)
     model.load_state_dict(state)
-    model.eval()
+    model.to(resolve_device(device)).eval()
     out = {}
     for split in splits:
         acc, loss = evaluate(model, t[f"X_{split}"], t[f"y_{split}"])
@@ -75,20 +80,27 @@ def metrics_shard(
     out_paths: Sequence[str],
     log: logging.Logger,
     sharpness: Mapping[str, Any] | None = None,
+    device: str = "cpu",
 ) -> None:
     """Write each universe's metrics record: its identity, outcome and :func:`universe_metrics`
-    (``sharpness``: the ``metrics.sharpness`` settings, or None for no sharpness)."""
+    (``sharpness``: the ``metrics.sharpness`` settings, or None for no sharpness) on
+    ``device`` (``training.device``; ``cuda`` without a GPU raises
+    :class:`multiverse.runtime.DeviceUnavailable` before any universe is measured)."""
     import torch
 
     from multiverse.data import read_data
     from multiverse.runtime import read_json, write_json
+    from multiverse.train import resolve_device
 
+    device = str(resolve_device(device, log))
+    if device == "cuda":
+        torch.use_deterministic_algorithms(True, warn_only=True)  # as in training
     data = read_data(data_path)
     for model_path, record_path, out in zip(model_paths, record_paths, out_paths):
         record = read_json(record_path)
         state = torch.load(model_path, weights_only=True)
         metrics = universe_metrics(data, state, record, width=model["width"], depth=model["depth"],
-                                   arch=model["arch"], sharpness=sharpness)
+                                   arch=model["arch"], sharpness=sharpness, device=device)
         write_json(out, metrics_record(record, metrics))
         log.info("%s: %s", record["id"], metrics)
 

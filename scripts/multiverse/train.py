@@ -3,20 +3,28 @@
 Training is deterministic on the CPU: the weights come from ``torch.manual_seed(seed)``
 and the minibatch order from a generator seeded with the same seed, so a universe's
 result does not depend on which other universes share its process.
+
+A universe's training state is saved in its ``run/`` folder every ``checkpoint_every``
+epochs and a killed job resumes from it (:func:`train_universe`); a shard keeps the
+universes it finished (:func:`train_shard`). On the CPU the result is bitwise the same
+as an uninterrupted run's.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 import time
+import zlib
+from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import torch
 from torch import nn
 
-from multiverse.runtime import failed_record, universe_fields  # noqa: F401  (re-exported)
+from multiverse.runtime import atomic_write, failed_record, universe_fields  # noqa: F401  (re-exported)
 
 # Momentum of the "momentum" optimizer (SGD with heavy-ball momentum) when the space has
 # no ``momentum`` dimension, and the eps of adam/rmsprop without an ``eps`` one (torch's).
@@ -159,19 +167,108 @@ def make_optimizer(
     raise ValueError(f"unknown optimizer {name!r}")
 
 
+#: Rows per forward pass of :func:`evaluate`: memory stays bounded on CIFAR-sized splits
+#: (a ResNet-18 needs about 1 MB per image), while a split of up to this many rows (the
+#: default study's digits splits: about 1,100) is still one pass, as before chunking.
+EVAL_BATCH = 2048
+
+
 @torch.no_grad()
-def evaluate(model: nn.Module, X: torch.Tensor, y: torch.Tensor) -> tuple[float, float]:
-    """(accuracy, mean cross-entropy) of ``model`` on ``X``, ``y``."""
-    logits = model(X)
-    loss = nn.functional.cross_entropy(logits, y).item()
-    acc = (logits.argmax(dim=1) == y).double().mean().item()
-    return acc, loss
+def evaluate(model: nn.Module, X: torch.Tensor, y: torch.Tensor, *, batch: int = EVAL_BATCH) -> tuple[float, float]:
+    """(accuracy, mean cross-entropy) of ``model`` on ``X`` (``n x features``), ``y`` (``n``).
+
+    Evaluated in forward passes of at most ``batch`` rows (0: all at once), each moved to
+    the model's device, so ``X`` and ``y`` may stay on the CPU. A split of at most
+    ``batch`` rows is one pass, with torch's mean loss exactly as before; a larger one sums
+    each pass's losses and correct predictions.
+    """
+    device = next(model.parameters()).device
+    n = len(y)
+    if batch <= 0 or n <= batch:
+        X, y = X.to(device), y.to(device)
+        logits = model(X)
+        loss = nn.functional.cross_entropy(logits, y).item()
+        acc = (logits.argmax(dim=1) == y).double().mean().item()
+        return acc, loss
+    loss_sum, correct = 0.0, 0
+    for i in range(0, n, batch):
+        xb, yb = X[i : i + batch].to(device), y[i : i + batch].to(device)
+        logits = model(xb)
+        loss_sum += nn.functional.cross_entropy(logits, yb, reduction="sum").item()
+        correct += int((logits.argmax(dim=1) == yb).sum().item())
+    return correct / n, loss_sum / n
 
 
 def as_tensors(data: Mapping[str, np.ndarray], device: torch.device) -> tuple[dict[str, torch.Tensor], tuple | None]:
     """The splits as tensors on ``device``, and the images' shape (None if not recorded)."""
     shape = tuple(int(v) for v in data["shape"]) if "shape" in data else None
     return {k: torch.as_tensor(v, device=device) for k, v in data.items() if k != "shape"}, shape
+
+
+def budget(params: Mapping[str, Any], epochs: int, n_train: int) -> tuple[int, int]:
+    """A universe's ``(optimizer steps per epoch, optimizer steps)``: ``epochs`` (or its own
+    ``epochs`` dimension) of ``ceil(n_train / batch_size)`` steps, or its ``steps`` dimension."""
+    per_epoch = math.ceil(n_train / int(params["batch_size"]))
+    steps = int(params["steps"]) if params.get("steps") is not None else int(params.get("epochs") or epochs) * per_epoch
+    return per_epoch, steps
+
+
+def planned_epochs(params: Mapping[str, Any], epochs: int, n_train: int) -> int | None:
+    """The epochs a universe plans (fewer if it diverges); None where its params do not
+    say (it will fail)."""
+    try:
+        per_epoch, steps = budget(params, epochs, n_train)
+    except (KeyError, TypeError, ValueError, ZeroDivisionError):
+        return None
+    return math.ceil(steps / per_epoch)
+
+
+#: A universe's files in its ``run/`` folder, beside its declared outputs (which Snakemake
+#: deletes when a job fails, this folder it keeps): its training state every
+#: ``checkpoint_every`` epochs, and its weights and record once it is done, until its
+#: shard is.
+CHECKPOINT, FINAL = "checkpoint.pt", "final.pt"
+#: This module's code, part of what a checkpoint must match (:func:`universe_key`).
+CODE_DIGEST = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
+
+
+def data_digest(data: Mapping[str, np.ndarray]) -> str:
+    """A cheap fingerprint of the splits: each array's name, dtype, shape and CRC-32 (about
+    0.3 s for CIFAR-10's 0.7 GB)."""
+    parts = []
+    for name in sorted(data):
+        a = np.ascontiguousarray(data[name])
+        parts.append(f"{name}:{a.dtype}{list(a.shape)}:{zlib.crc32(a.reshape(-1).view(np.uint8)):08x}")
+    return " ".join(parts)
+
+
+def universe_key(
+    data: Mapping[str, np.ndarray], params: Mapping[str, Any], *, seed: int, epochs: int, width: int, depth: int,
+    arch: str, base_batch: int, device: str,
+) -> dict[str, Any]:
+    """What a universe's training depends on: a checkpoint or a kept result is used only
+    where all of it is the same (the arguments of :func:`train_universe`, the data, torch's
+    version and this module's code)."""
+    return {"params": dict(params), "seed": int(seed), "epochs": int(epochs), "width": int(width),
+            "depth": int(depth), "arch": arch, "base_batch": int(base_batch), "device": device,
+            "data": data_digest(data), "torch": str(torch.__version__), "code": CODE_DIGEST}
+
+
+def read_saved(path: str | Path, key: Mapping[str, Any], log: logging.Logger) -> dict[str, Any] | None:
+    """The checkpoint or kept result at ``path`` when there is one, readable and saved
+    under ``key``; else None (and a warning when one is there but not used)."""
+    path = Path(path)
+    if not path.exists():
+        return None
+    try:
+        saved = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # noqa: BLE001  (whatever it is, the universe trains afresh)
+        log.warning("%s is unreadable, not used: %s: %s", path, type(err).__name__, err)
+        return None
+    if not isinstance(saved, dict) or saved.get("key") != key:
+        log.warning("%s was saved for another universe, setting, data, torch or code: not used", path)
+        return None
+    return saved
 
 
 def train_universe(
@@ -186,6 +283,9 @@ def train_universe(
     arch: str = "mlp",
     base_batch: int = DEFAULT_BASE_BATCH,
     progress: Callable[..., None] | None = None,
+    checkpoint_path: str | Path | None = None,
+    checkpoint_every: int = 1,
+    log: logging.Logger | None = None,
 ) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     """Train the universe ``params`` and return ``(state_dict, record)``.
 
@@ -204,8 +304,19 @@ def train_universe(
     epoch's minibatches, validation loss/accuracy after the epoch) and a ``status``:
     ``ok``, or ``diverged`` when a loss turned NaN or infinite (training stops there;
     the universe stays part of the multiverse).
+
+    With a ``checkpoint_path``, the training state (weights, optimizer, warmup schedule,
+    the minibatch generator's and torch's random states, epoch, step, history, seconds)
+    is written there after every ``checkpoint_every``-th epoch (0: never), and training
+    resumes from a checkpoint found there at the start if it was saved under the same
+    :func:`universe_key` (said in ``log``). On the CPU a resumed universe's weights and
+    history are bitwise those of an uninterrupted run; saving draws no random number.
     """
+    log = log or logging.getLogger(__name__)
     dev = resolve_device(device)
+    key = None if checkpoint_path is None else universe_key(
+        data, params, seed=seed, epochs=epochs, width=width, depth=depth, arch=arch, base_batch=base_batch,
+        device=dev.type)
     if dev.type == "cuda":
         # The CPU kernels used here are deterministic already (tests/test_train.py checks
         # bitwise-equal weights); the global switch costs seconds per process on the CPU.
@@ -220,15 +331,26 @@ def train_universe(
     opt = make_optimizer(
         params["optimizer"], model.parameters(), lr, params["weight_decay"], params.get("momentum"), params.get("eps"),
     )
-    per_epoch = math.ceil(n / bs)
-    steps = int(params["steps"]) if params.get("steps") is not None else int(params.get("epochs") or epochs) * per_epoch
+    per_epoch, steps = budget(params, epochs, n)
     warmup = round(float(params.get("warmup_epochs") or 0) * per_epoch)
     schedule = torch.optim.lr_scheduler.LinearLR(opt, 1.0 / warmup, 1.0, warmup) if warmup > 0 else None
     gen = torch.Generator().manual_seed(seed)
     history: list[dict[str, float]] = []
-    status, diverged_epoch, step = "ok", None, 0
-    start = time.perf_counter()
-    for epoch in range(1, math.ceil(steps / per_epoch) + 1):
+    status, diverged_epoch, step, done, elapsed = "ok", None, 0, 0, 0.0
+    saved = None if checkpoint_path is None else read_saved(checkpoint_path, key, log)
+    if saved is not None:
+        model.load_state_dict(saved["model"])
+        opt.load_state_dict(saved["optimizer"])  # its learning rate too, which LinearLR steps from
+        if schedule is not None:
+            schedule.load_state_dict(saved["schedule"])
+        gen.set_state(saved["generator"])
+        torch.set_rng_state(saved["rng"])  # dropout's
+        if dev.type == "cuda":
+            torch.cuda.set_rng_state(saved["cuda_rng"], dev)
+        history, step, done, elapsed = saved["history"], saved["step"], saved["epoch"], saved["seconds"]
+        log.info("resumed from %s after epoch %d (%.1fs trained before)", checkpoint_path, done, elapsed)
+    start = time.perf_counter() - elapsed
+    for epoch in range(done + 1, math.ceil(steps / per_epoch) + 1):
         model.train()
         order = torch.randperm(n, generator=gen).to(dev)
         loss_sum, correct, seen = 0.0, 0, 0
@@ -259,6 +381,16 @@ def train_universe(
             {"epoch": epoch, "train_loss": loss_sum / seen, "train_acc": correct / seen,
              "val_loss": val_loss, "val_acc": val_acc, "seconds": round(time.perf_counter() - start, 3)}
         )
+        if checkpoint_path is not None and checkpoint_every > 0 and epoch % checkpoint_every == 0 \
+                and math.isfinite(val_loss):
+            snapshot = {
+                "key": key, "epoch": epoch, "step": step, "history": history, "seconds": time.perf_counter() - start,
+                "model": model.state_dict(), "optimizer": opt.state_dict(),
+                "schedule": None if schedule is None else schedule.state_dict(),
+                "generator": gen.get_state(), "rng": torch.get_rng_state(),
+                "cuda_rng": torch.cuda.get_rng_state(dev) if dev.type == "cuda" else None,
+            }
+            atomic_write(checkpoint_path, lambda tmp: torch.save(snapshot, tmp))
         if progress is not None:
             progress(**history[-1])
         if not math.isfinite(val_loss):
@@ -289,39 +421,70 @@ def train_shard(
     record_paths: Sequence[str],
     log: logging.Logger,
     retries: int = 1,
+    checkpoint_every: int = 1,
 ) -> None:
     """Train each universe of a shard and write its weights and record (slot order).
 
     A universe that raises is tried ``retries`` more times, then recorded as ``failed``
     with its error; one whose loss turns non-finite is ``diverged``. Neither stops the
     shard. (The rule's own ``retries`` covers a job whose process dies.)
+
+    A job killed mid-shard (kill -9, a time limit, a preemption) loses little when it runs
+    again: each universe's ``run/`` folder (beside its record, not a declared output, so
+    Snakemake keeps it) holds its training state every ``checkpoint_every`` epochs (0:
+    never), from which it resumes (:func:`train_universe`), and, once it is done, its
+    weights and record (:data:`FINAL`), so that it is kept, not trained again (logged
+    ``kept``). Both are used only for the same universe, settings, data and code, and
+    are removed when the whole shard is done. On the CPU the outputs are bitwise those of
+    an uninterrupted run.
     """
     from multiverse.data import read_data
-    from multiverse.runtime import DeviceUnavailable, atomic_write, versions, write_json
+    from multiverse.runtime import DeviceUnavailable, versions, write_json
 
-    resolve_device(training["device"], log)  # no GPU where one is asked for: stop before any universe
+    device = resolve_device(training["device"], log)  # no GPU where one is asked for: stop before any universe
     data = read_data(data_path)
     universes = sorted(universes, key=lambda u: u["slot"])
     if [u["slot"] for u in universes] != list(range(len(model_paths))):
         raise ValueError(f"shard holds slots {[u['slot'] for u in universes]}, expected {len(model_paths)}")
-    from multiverse.entrypoint import Progress
+    from multiverse.entrypoint import Progress, ShardClock
 
     env = versions(["torch", "numpy"])
-    for u, model_path, record_path in zip(universes, model_paths, record_paths):
-        for attempt in range(1, retries + 2):
-            try:
-                state, record = train_universe(
-                    data, u["params"], seed=u["seed"], epochs=training["epochs"], width=model["width"],
-                    depth=model["depth"], device=training["device"], arch=model["arch"],
-                    base_batch=training["base_batch"], progress=Progress(u["id"], log),
-                )
-                break
-            except DeviceUnavailable:  # the node's fault, not the universe's
-                raise
-            except Exception as err:  # a universe's own failure is data, not a crash
-                log.exception("universe %s failed (attempt %d of %d)", u["id"], attempt, retries + 1)
-                state, record = {}, failed_record(err)
-        record = {**universe_fields(u), **record, "attempts": attempt, "versions": env}
+    clock = ShardClock([planned_epochs(u["params"], training["epochs"], len(data["y_train"])) for u in universes])
+    for slot, (u, model_path, record_path) in enumerate(zip(universes, model_paths, record_paths)):
+        run = Path(record_path).parent / "run"
+        key = {"universe": universe_fields(u), **universe_key(
+            data, u["params"], seed=u["seed"], epochs=training["epochs"], width=model["width"], depth=model["depth"],
+            arch=model["arch"], base_batch=training["base_batch"], device=device.type)}
+        kept = read_saved(run / FINAL, key, log)
+        if kept is not None:
+            state, record = kept["state"], kept["record"]
+            log.info("%s kept: finished by an earlier run of this shard (%s)", u["id"], run / FINAL)
+        else:
+            for attempt in range(1, retries + 2):
+                try:
+                    state, record = train_universe(
+                        data, u["params"], seed=u["seed"], epochs=training["epochs"], width=model["width"],
+                        depth=model["depth"], device=training["device"], arch=model["arch"],
+                        base_batch=training["base_batch"], progress=Progress(u["id"], log, clock, slot),
+                        checkpoint_path=run / CHECKPOINT, checkpoint_every=checkpoint_every, log=log,
+                    )
+                    break
+                except DeviceUnavailable:  # the node's fault, not the universe's
+                    raise
+                except Exception as err:  # a universe's own failure is data, not a crash
+                    log.exception("universe %s failed (attempt %d of %d)", u["id"], attempt, retries + 1)
+                    state, record = {}, failed_record(err)
+            record = {**universe_fields(u), **record, "attempts": attempt, "versions": env}
+            final = {"key": key, "state": state, "record": record}
+            atomic_write(run / FINAL, lambda tmp: torch.save(final, tmp))
+            (run / CHECKPOINT).unlink(missing_ok=True)
+        clock.finish(slot, record["epochs_run"])
         atomic_write(model_path, lambda tmp: torch.save(state, tmp))
         write_json(record_path, record)
         log.info("%s %s in %.2fs: %s", u["id"], u["params"], record["train_seconds"], record["status"])
+    for record_path in record_paths:  # the shard is done: its declared outputs are what counts now
+        run = Path(record_path).parent / "run"
+        for name in (CHECKPOINT, FINAL):  # a checkpoint too, where a kill came between the two
+            (run / name).unlink(missing_ok=True)
+        if run.is_dir() and not any(run.iterdir()):
+            run.rmdir()

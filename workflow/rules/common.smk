@@ -1,6 +1,8 @@
+import os
 import sys
 from pathlib import Path
 
+from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
 # The step scripts' library lives beside them in scripts/multiverse (this file's
@@ -128,20 +130,42 @@ def previous_metrics(wildcards):
 CLAIMS = [c["name"] for c in config["claims"]]
 
 
-def report_figures():
-    """Every figure's path keyed by what it shows: per metric and per claim."""
+def report_figures(root=None):
+    """Every figure's path keyed by what it shows: per metric and per claim (under
+    `root`, by default the study's results folder)."""
+    root = root or OUT
     per_metric = {"maps": "posterior_map", "curves": "specification_curve", "sobol": "sobol", "loo": "loo"}
     figures = {
-        kind: {m: f"{OUT}/report/{stem}_{m}.png" for m in report_metrics(config)}
+        kind: {m: f"{root}/report/{stem}_{m}.png" for m in report_metrics(config)}
         for kind, stem in per_metric.items()
     }
-    figures["claim_figures"] = {c: f"{OUT}/report/claim_{c}.png" for c in CLAIMS}
-    figures["where_figures"] = {c: f"{OUT}/report/claim_{c}_where.png" for c in CLAIMS}
+    figures["claim_figures"] = {c: f"{root}/report/claim_{c}.png" for c in CLAIMS}
+    figures["where_figures"] = {c: f"{root}/report/claim_{c}_where.png" for c in CLAIMS}
     return figures
 
 
-def report_outputs():
-    """Every file the report rule writes."""
-    figures = [p for paths in report_figures().values() for p in paths.values()]
-    return [f"{OUT}/report/claims.json", f"{OUT}/report/claims.csv", f"{OUT}/report.html",
-            f"{OUT}/report/outcomes_vs_dimensions.png", f"{OUT}/report/claims.png"] + figures
+def report_outputs(root=None):
+    """Every file the report rule writes (under `root`, as report_figures)."""
+    root = root or OUT
+    figures = [p for paths in report_figures(root).values() for p in paths.values()]
+    return [f"{root}/report/claims.json", f"{root}/report/claims.csv", f"{root}/report.html",
+            f"{root}/report/outcomes_vs_dimensions.png", f"{root}/report/claims.png"] + figures
+
+
+PARTIAL = f"{OUT}/partial"
+
+
+def finished_rounds():
+    """Rounds 0..k whose design and every universe's metrics (each seed) are on disk."""
+    done = []
+    for r in ROUNDS:
+        files = universe_files("metrics.json", [r]) + [f"{OUT}/design/round_{r}.json"]
+        if not all(os.path.exists(f) for f in files):
+            break
+        done.append(r)
+    if not done:
+        raise WorkflowError(
+            f"partial_report: no design round of study '{config['study']}' has finished yet "
+            f"(round 0 needs {len(universe_files('metrics.json', [0]))} metrics files under {OUT}/universes/r0)"
+        )
+    return done

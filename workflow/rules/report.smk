@@ -1,3 +1,11 @@
+# What the report reads of the config: a user's declared metrics too (None: the built-in
+# trainer's, multiverse.BUILTIN_METRICS).
+REPORT_CONFIG = {
+    **{k: config[k] for k in ("study", "seed", "space", "design", "claims", "report")},
+    **({"declared_metrics": METRICS} if not BUILTIN else {}),
+}
+
+
 rule report:
     input:
         table=f"{OUT}/multiverse.parquet",
@@ -54,11 +62,7 @@ rule report:
     benchmark:
         f"{OUT}/benchmark/report.tsv"
     params:
-        config={
-            **{k: config[k] for k in ("study", "seed", "space", "design", "claims", "report")},
-            # a user's declared metrics (None: the built-in trainer's, multiverse.BUILTIN_METRICS)
-            **({"declared_metrics": METRICS} if not BUILTIN else {}),
-        },
+        config=REPORT_CONFIG,
         figures=report_figures(),
     threads: config["report"]["threads"]
     resources:
