@@ -69,7 +69,7 @@ def write_config(cwd: Path, config: dict, **edits) -> dict:
     config = copy.deepcopy(config)
     for section, values in edits.items():
         if isinstance(values, dict):
-            config[section].update(values)
+            config.setdefault(section, {}).update(values)
         else:
             config[section] = values
     (cwd / "tiny.yaml").write_text(yaml.safe_dump(config, sort_keys=False))

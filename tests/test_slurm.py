@@ -1,5 +1,6 @@
 """The tiny study on a real SLURM (brought up by .ci/slurm-up) with the project's profile."""
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -30,10 +31,50 @@ def test_tiny_study_on_slurm_equals_local_run(tiny_run, tmp_path):
     log = res.stdout + res.stderr
     assert res.returncode == 0, log[-4000:]
     assert "submitted with SLURM jobid" in log
-    # a round's train and metrics jobs travel as one group submission
-    assert "group_round0_metrics_train" in log
+    # without a declared node, each shard's train and metrics jobs travel as one submission
+    assert "group_round0-seed0-part0" in log
     pd.testing.assert_frame_equal(pd.read_parquet(cwd / OUT / "multiverse.parquet"),
                                   pd.read_parquet(tiny_run / OUT / "multiverse.parquet"))
     for r in (0, 1):
         a, b = (json.loads((d / OUT / f"design/round_{r}.json").read_text())["universes"] for d in (cwd, tiny_run))
         assert a == b
+
+
+def sbatch_view(job_id: str) -> dict[str, str]:
+    """``scontrol show job``'s fields of a (finished) job: what SLURM was asked for."""
+    out = subprocess.run(["scontrol", "show", "job", job_id], capture_output=True, text=True, check=True).stdout
+    return dict(re.findall(r"(\w[\w/:]*)=(\S*)", out))
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not slurm_is_up(), reason="no SLURM cluster here: run .ci/slurm-up first (as root)")
+def test_a_gpu_study_is_submitted_with_its_gpu_request_sized_to_the_node(tmp_path):
+    """The GPU-shaped CI cluster (.ci/slurm-up: 2 GPUs as GRES on dummy devices): with one
+    GPU per job and a node of 2 GPUs, each round's two shards travel as one submission
+    asking for 2 GPUs, SLURM schedules it (CUDA_VISIBLE_DEVICES set), and training falls
+    back to the CPU under `device: auto`, saying so."""
+    node = subprocess.run(["scontrol", "show", "node"], capture_output=True, text=True).stdout
+    assert "Gres=gpu:2" in node, "the CI cluster declares 2 GPUs (.ci/slurm-up)"
+    cwd = make_checkout(tmp_path, training={"device": "auto", "gpus": 1, "shard_size": 1, "threads": 1,
+                                            "mem_mb": 1000, "epochs": 2},
+                        cluster={"gpus_per_node": 2, "cpus_per_node": 2, "mem_mb_per_node": 8000})
+    cmd = [sys.executable, "-m", "snakemake", "--configfile", "tiny.yaml", "--profile", "profiles/slurm",
+           "--slurm-no-account", "--slurm-init-seconds-before-status-checks", "2"]
+    res = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=900)
+    log = res.stdout + res.stderr
+    assert res.returncode == 0, log[-4000:]
+    jobs = re.findall(r"Job (\S+) has been submitted with SLURM jobid (\d+)", log)
+    assert jobs, log[-3000:]
+    ids = {j: sbatch_view(j) for _, j in jobs}
+    gpu = {j: v for j, v in ids.items() if v.get("TresPerJob") == "gres:gpu:2"}
+    # one submission per round (2 shards of 1 GPU each), as the node allows; nothing else asks for a GPU
+    assert len(gpu) == 2, {j: (v.get("JobName"), v.get("TresPerJob")) for j, v in ids.items()}
+    for v in gpu.values():
+        assert v["JobState"] == "COMPLETED" and v["NumCPUs"] == "2", v
+    others = [v for j, v in ids.items() if j not in gpu]
+    assert others and all("gpu" not in v.get("TresPerJob", "") for v in others)
+    df = pd.read_parquet(cwd / OUT / "multiverse.parquet")
+    assert len(df) == 4 and (df["status"] == "ok").all()
+    train_log = (cwd / OUT / "logs/train/r0_s0_seed0.log").read_text()
+    assert "training.device is 'auto' and torch.cuda.is_available() is False" in train_log
+    assert "training on the CPU" in train_log
