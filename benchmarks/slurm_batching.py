@@ -1,12 +1,13 @@
-"""Compare two ways to batch many small universes into few SLURM submissions.
+"""Compare two ways to send many small universes to SLURM.
 
     .ci/slurm-up && .venv/bin/python benchmarks/slurm_batching.py
 
-(a) group jobs: the train and metrics jobs of a round merged into one group job
-    (profiles/slurm, `groups` + `group-components`);
-(b) SLURM array jobs: `--slurm-array-jobs=train,metrics`, one job per shard.
-Runs a small study (4 rounds of 4 universes, shards of 2) with each and prints wall time
-and the number of sbatch submissions.
+(a) one submission per shard (no `cluster:` node declared): a shard's train and metrics
+    jobs are one group job;
+(b) node-sized submissions (`cluster:` declares the CI node: 2 cores): as many shards as
+    fit the node side by side travel as one group job (multiverse.config.shards_per_submission).
+Runs a small study (4 rounds of 4 universes, shards of 2, 1 thread per job) with each
+under profiles/slurm and prints wall time and the number of sbatch submissions.
 """
 
 from __future__ import annotations
@@ -32,13 +33,10 @@ def run(variant: str) -> tuple[float, int, bool]:
         config = yaml.safe_load((ROOT / "tests/config/tiny.yaml").read_text())
         config["design"].update(initial=4, rounds=3, batch=4)
         config["training"].update(epochs=5)
+        config["training"].update(threads=1, mem_mb=1000)
+        if variant == "node-sized submissions":
+            config["cluster"] = {"gpus_per_node": 0, "cpus_per_node": 2, "mem_mb_per_node": 8000}
         (cwd / "study.yaml").write_text(yaml.safe_dump(config))
-        profile = yaml.safe_load((ROOT / "profiles/slurm/config.yaml").read_text())
-        if variant == "array jobs":
-            profile.pop("groups")
-            profile.pop("group-components")
-            profile["slurm-array-jobs"] = "train,metrics"
-        (cwd / "profiles/slurm/config.yaml").write_text(yaml.safe_dump(profile))
         cmd = [sys.executable, "-m", "snakemake", "--configfile", "study.yaml", "--profile", "profiles/slurm",
                "--slurm-no-account", "--slurm-init-seconds-before-status-checks", "2"]
         start = time.perf_counter()
@@ -50,9 +48,9 @@ def run(variant: str) -> tuple[float, int, bool]:
 
 
 def main() -> None:
-    print("Study: 4 rounds x 4 universes, shards of 2 (8 train + 8 metrics jobs), single-node SLURM\n")
+    print("Study: 4 rounds x 4 universes, shards of 2 (8 train + 8 metrics jobs, 1 core each), single-node SLURM of 2 cores\n")
     print("| batching | wall | sbatch submissions | ok |\n|---|---|---|---|")
-    for variant in ("group jobs", "array jobs"):
+    for variant in ("one submission per shard", "node-sized submissions"):
         wall, n, ok = run(variant)
         print(f"| {variant} | {wall:.0f} s | {n} | {ok} |")
 

@@ -263,3 +263,18 @@ def test_shards_per_submission_follow_the_node():
     assert shards_per_submission({**base, "cluster": {**node, "gpus_per_node": 8, "cpus_per_node": 20}}) == 5  # cores
     cpu = {"training": {"device": "cpu", "gpus": None, "threads": 2, "mem_mb": 50000}, "cluster": {**node, "gpus_per_node": 0}}
     assert shards_per_submission(cpu) == 5  # memory bounds a CPU study
+
+
+@pytest.mark.parametrize("name", ["digits", "cifar10"])
+def test_prepared_data_is_float32_and_equals_scaling_before_splitting(name, tmp_path):
+    """prepare_data splits the stored pixels and scales each split (no float64 copy of the
+    whole dataset): the same arrays as scaling first, stored as float32."""
+    from multiverse.data import prepare_data, read_data, split_dataset
+
+    source = write_cifar10(tmp_path / "c10", per_file=12) if name == "cifar10" else None
+    split = {"train": 0.6, "validation": 0.2, "test": 0.2}
+    got = read_data(prepare_data(name, split, 3, tmp_path / "d.npz", source) and tmp_path / "d.npz")
+    want = split_dataset(*load_dataset(name, source), split, 3)
+    for k, v in want.items():
+        assert got[k].dtype == (np.float32 if k.startswith("X_") else np.int64), k
+        assert np.array_equal(got[k], v), k

@@ -29,34 +29,43 @@ OOD_TRANSFORMS = ("rotate", "noise", "shift")
 
 
 def load_dataset(name: str, path: str | Path | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """Flat features scaled to [0, 1] and integer labels.
+    """Flat features scaled to [0, 1] (float32) and integer labels.
 
     ``digits`` ships with scikit-learn. ``mnist`` (the four IDX files, gzipped or not),
     ``cifar10`` and ``cifar100`` (:data:`CIFAR_FILES`) are read from the local folder
     ``path``; train and test are pooled, then split as configured. Nothing is downloaded.
     """
+    X, y = raw_dataset(name, path)
+    return unit_scale(name, X), y
+
+
+def raw_dataset(name: str, path: str | Path | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The dataset as stored (pixels: uint8; digits: 0-16) and its integer labels;
+    :func:`unit_scale` maps it to [0, 1]."""
     if name == "digits":
         from sklearn.datasets import load_digits
 
         X, y = load_digits(return_X_y=True)
-        return (X / 16.0).astype(np.float32), y.astype(np.int64)
+        return X, y.astype(np.int64)
     if name == "mnist":
         arrays = [read_idx(_find(Path(path), f)) for f in MNIST_FILES]
         X = np.concatenate([arrays[0], arrays[2]]).reshape(-1, 28 * 28)
         y = np.concatenate([arrays[1], arrays[3]])
-        return _unit_float32(X), y.astype(np.int64)
+        return X, y.astype(np.int64)
     if name in CIFAR_FILES:
         files, label_key = CIFAR_FILES[name]
         batches = [read_cifar(_find(Path(path), f)) for f in files]
         X = np.concatenate([b[b"data"] for b in batches]).reshape(-1, 3 * 32 * 32)
         y = np.concatenate([b[label_key] for b in batches])
-        return _unit_float32(X), np.asarray(y, dtype=np.int64)
+        return X, np.asarray(y, dtype=np.int64)
     raise ValueError(f"config key 'data.dataset': unknown dataset {name!r}")
 
 
-def _unit_float32(X: np.ndarray) -> np.ndarray:
-    """uint8 pixels as float32 in [0, 1], without a float64 copy (``X / 255.0`` made one
-    of 1.5 GB on CIFAR-10: 8 bytes per pixel, the peak about 2.4 GB)."""
+def unit_scale(name: str, X: np.ndarray) -> np.ndarray:
+    """:func:`raw_dataset`'s features as float32 in [0, 1]. uint8 pixels go to float32
+    without a float64 copy (``X / 255.0`` made one of 1.5 GB on CIFAR-10)."""
+    if name == "digits":
+        return (X / 16.0).astype(np.float32)
     out = X.astype(np.float32)
     out /= np.float32(255.0)
     return out
@@ -158,7 +167,10 @@ def prepare_data(
     (``{transform, amount}``) an ``X_ood``/``y_ood`` split: the test split shifted by
     :func:`ood_split`.
     """
-    arrays = split_dataset(*load_dataset(name, source), split, seed)
+    # split the stored (uint8) pixels, then scale each split: the float32 copy is made once
+    arrays = split_dataset(*raw_dataset(name, source), split, seed)
+    for part in ("train", "val", "test"):
+        arrays[f"X_{part}"] = unit_scale(name, arrays[f"X_{part}"])
     arrays["shape"] = np.asarray(IMAGE_SHAPES[name], dtype=np.int64)
     if ood:
         arrays["X_ood"] = ood_split(arrays["X_test"], IMAGE_SHAPES[name], ood["transform"], ood["amount"], seed)

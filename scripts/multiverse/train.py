@@ -321,6 +321,7 @@ def train_universe(
         # The CPU kernels used here are deterministic already (tests/test_train.py checks
         # bitwise-equal weights); the global switch costs seconds per process on the CPU.
         torch.use_deterministic_algorithms(True, warn_only=True)
+        torch.cuda.reset_peak_memory_stats(dev)
     torch.manual_seed(seed)
     t, shape = as_tensors(data, dev)
     n_classes = int(max(t["y_train"].max(), t["y_val"].max(), t["y_test"].max()).item()) + 1
@@ -407,6 +408,8 @@ def train_universe(
         "history": history,
         "train_seconds": time.perf_counter() - start,
         "device": str(dev),
+        # the GPU memory its training took at most (CUDA only; a CPU record stays as it was)
+        **({"peak_gpu_mb": torch.cuda.max_memory_allocated(dev) / 2**20} if dev.type == "cuda" else {}),
     }
     state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
     return state, record
