@@ -60,7 +60,7 @@ def workflow_check(device: str, epochs: int, images: int) -> None:
         if res.returncode != 0:
             print((res.stdout + res.stderr)[-3000:])
             raise SystemExit(f"the workflow failed on {device}")
-        print(f"\nResNet-18 (width 64) on CIFAR-shaped data ({5 * per_file} training-file images, split 0.8/0.1/0.1), "
+        print(f"\nResNet-18 (width 64) on CIFAR-shaped data ({6 * per_file} images, split 0.8/0.1/0.1), "
               f"through the workflow on {device}: {wall:.0f} s in all (data, design, train, metrics, aggregate)\n")
         print("| universe | optimizer | batch | epochs | s per epoch | peak GPU memory (MB) | status |\n|---|---|---|---|---|---|---|")
         for rec in sorted((cwd / "results/gpu_check/universes").glob("r0/s*/u*/seed0/train.json")):
