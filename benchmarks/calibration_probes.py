@@ -4,6 +4,7 @@ rerun; neither became a default.
 
     .venv/bin/python benchmarks/calibration_probes.py bagging [--draws 3] [--bags 8]
     .venv/bin/python benchmarks/calibration_probes.py loo-scale [--draws 4]
+    .venv/bin/python benchmarks/calibration_probes.py latents [--draws 12]
 
 ``bagging``: the correlation claim (train loss against val_acc on the digits grid) from
 the report's two-outcome model, and from a bagged posterior (BayesBag, Huggins & Miller
@@ -11,6 +12,9 @@ the report's two-outcome model, and from a bagged posterior (BayesBag, Huggins &
 fit's MAP, the samples pooled), which widens a posterior that is too sure under
 misspecification. Prints each draw's estimate and 95% interval and the coverage of the
 grid's true tau.
+
+``latents``: the correlation claim from the two-outcome model with 2 latent GPs (the
+report's), 3 latent GPs, and 2 with a three times longer hyperparameter chain.
 
 ``loo-scale``: the mean squared standardised leave-one-out residual of each report
 surrogate (BoTorch's ``loo_cv``; 1 for a calibrated GP). Rescaling the GP's variance by
@@ -70,6 +74,41 @@ def bagging(draws: int, bags: int) -> None:
     print(f"\ncoverage: report's model {cover[:, 0].sum()}/{draws}, bagged {cover[:, 1].sum()}/{draws}")
 
 
+def latents(draws: int) -> None:
+    from multiverse import report as R
+    from multiverse.claims import correlation as CO
+    from multiverse.gp import HYPER_DRAWS, HYPER_STEPS, RankWarp, fit_multitask_gp
+    from multiverse.ids import derive_seed
+
+    grid = CB.GRIDS["digits"]()
+    claim = next(c for c in grid.claims if c.get("type") == "correlation")
+    truth = CB.truth(grid, claim)["truth"]
+    variants = {"2 latents (report)": {}, "3 latents": {"n_latent": 3},
+                "2 latents, 3x chain": {"n_steps": 3 * HYPER_STEPS, "n_draws": HYPER_DRAWS}}
+    rows = {v: [] for v in variants}
+    print(f"digits, {claim['name']}: true tau {truth:+.3f}")
+    for s in range(draws):
+        df, _ = CB.draw_table(grid, s)
+        ctx = R.context(df, CB.study_config(grid, s))
+        x, y = ctx.values(claim["x"]), ctx.values(claim["y"])
+        base, _ = ctx.converging(CO.metrics(claim), ctx.space.sobol(ctx.reference, derive_seed(ctx.seed, 1)))
+        warps = [RankWarp(x), RankWarp(y)]
+        Y = np.c_[warps[0].forward(x), warps[1].forward(y)]
+        for name, kw in variants.items():
+            t0 = time.perf_counter()
+            joint = CO.JointSurrogate(fit_multitask_gp(ctx.space, ctx.universes, Y, s, **kw), ctx.space, warps)
+            a = CO.gp_answer(joint, ctx.space, claim, base, ctx.samples, s, n_granulated=0)
+            rows[name].append((a["effect"], a["effect_lo"], a["effect_hi"], time.perf_counter() - t0))
+        print(f"  draw {s}: " + "; ".join(f"{n} {r[-1][0]:+.3f} [{r[-1][1]:+.3f}, {r[-1][2]:+.3f}]"
+                                         for n, r in rows.items()), flush=True)
+    print("\n| model | coverage | mean estimate | sd of estimates | mean interval sd | seconds per fit |\n|---|---|---|---|---|---|")
+    for name, r in rows.items():
+        a = np.array(r)
+        cov = int(((a[:, 1] <= truth) & (truth <= a[:, 2])).sum())
+        print(f"| {name} | {cov}/{len(a)} | {a[:, 0].mean():+.3f} | {a[:, 0].std(ddof=1):.3f} "
+              f"| {((a[:, 2] - a[:, 1]) / 3.92).mean():.3f} | {a[:, 3].mean():.1f} |")
+
+
 def loo_scale(draws: int) -> None:
     import torch
     from botorch.cross_validation import loo_cv
@@ -96,13 +135,15 @@ def main(argv) -> None:
     import torch
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("probe", choices=["bagging", "loo-scale"])
+    ap.add_argument("probe", choices=["bagging", "loo-scale", "latents"])
     ap.add_argument("--draws", type=int, default=None)
     ap.add_argument("--bags", type=int, default=8)
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     if args.probe == "bagging":
         bagging(args.draws or 3, args.bags)
+    elif args.probe == "latents":
+        latents(args.draws or 12)
     else:
         loo_scale(args.draws or 4)
 

@@ -46,7 +46,7 @@ def test_every_universe_has_its_files(run):
             # every epoch is a line of the job's log (epoch, metrics, seconds) and has its seconds
             log = (run / OUT / f"logs/train/r{r}_s0_seed0.log").read_text()
             for h in train["history"]:
-                assert f"{train['id']} epoch {h['epoch']} train_loss=" in log and h["seconds"] >= 0
+                assert f"{train['id']} epoch {h['epoch']}/{train['epochs_run']} train_loss=" in log and h["seconds"] >= 0
 
 
 @pytest.mark.slow

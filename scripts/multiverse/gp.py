@@ -598,7 +598,8 @@ class HyperparameterMixture:
 
 
 def fit_multitask_gp(space: SearchSpace, universes: Sequence[Mapping[str, Any]], Y: np.ndarray, seed: int,
-                     n_draws: int = HYPER_DRAWS, n_steps: int = HYPER_STEPS) -> HyperparameterMixture:
+                     n_draws: int = HYPER_DRAWS, n_steps: int = HYPER_STEPS,
+                     n_latent: int = MULTITASK_LATENTS) -> HyperparameterMixture:
     """One GP of several outcomes that learns how they co-vary (:class:`LMCMultiTaskGP`),
     on the rows where every outcome is finite, averaged over ``n_draws`` posterior draws
     of its hyperparameters (``n_draws=0``: the MAP fit alone).
@@ -630,8 +631,8 @@ def fit_multitask_gp(space: SearchSpace, universes: Sequence[Mapping[str, Any]],
         raise ValueError(f"a GP needs at least {MIN_FIT} universes with every outcome finite, got {int(keep.sum())}")
     X = torch.as_tensor(space.encode([u for u, k in zip(universes, keep) if k]), dtype=DTYPE)
     torch.manual_seed(seed)
-    model = LMCMultiTaskGP(X, torch.as_tensor(Y[keep], dtype=DTYPE), input_transform=input_transform(space),
-                           outcome_transform=Standardize(m=Y.shape[1]))
+    model = LMCMultiTaskGP(X, torch.as_tensor(Y[keep], dtype=DTYPE), n_latent=n_latent,
+                           input_transform=input_transform(space), outcome_transform=Standardize(m=Y.shape[1]))
     # One L-BFGS run capped at MULTITASK_MAXITER iterations (an iteration cap, unlike a
     # wall-clock timeout, keeps the fit deterministic), without fit_gpytorch_mll's retries
     # from prior samples: the MAP only starts the sampler.
