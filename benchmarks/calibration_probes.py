@@ -5,7 +5,7 @@ rerun; neither became a default.
     .venv/bin/python benchmarks/calibration_probes.py bagging [--draws 3] [--bags 8]
     .venv/bin/python benchmarks/calibration_probes.py loo-scale [--draws 4]
     .venv/bin/python benchmarks/calibration_probes.py latents [--draws 12]
-    .venv/bin/python benchmarks/calibration_probes.py jackknife [--draws 12] [--bags 8]
+    .venv/bin/python benchmarks/calibration_probes.py jackknife [--draws 12] [--bags 8] [--fixed]
 
 ``bagging``: the correlation claim (train loss against val_acc on the digits grid) from
 the report's two-outcome model, and from a bagged posterior (BayesBag, Huggins & Miller
@@ -21,7 +21,9 @@ report's), 3 latent GPs, and 2 with a three times longer hyperparameter chain.
 estimate of the design's variance (the model refitted at its MAP on ``--bags`` random
 subsets holding 80% of the universes, no duplicates; variance ``(n - d) / (d B)`` times
 the sum of squared deviations of the subsets' tau estimates; each sample plus a normal
-draw of that variance).
+draw of that variance). With ``--fixed`` the subsets are not refitted: the report's model,
+each of its hyperparameter draws held as it is, is conditioned on each subset, so that only
+the data move.
 
 ``loo-scale``: the mean squared standardised leave-one-out residual of each report
 surrogate (BoTorch's ``loo_cv``; 1 for a calibrated GP). Rescaling the GP's variance by
@@ -116,7 +118,27 @@ def latents(draws: int) -> None:
               f"| {((a[:, 2] - a[:, 1]) / 3.92).mean():.3f} | {a[:, 3].mean():.1f} |")
 
 
-def jackknife(draws: int, bags: int) -> None:
+def conditioned_on(joint, space, universes, Y):
+    """The two-outcome model ``joint`` (a :class:`multiverse.gp.HyperparameterMixture`),
+    each member's hyperparameters held, on the data ``universes``, ``Y`` instead."""
+    import torch
+    from botorch.models.transforms.outcome import Standardize
+
+    from multiverse.gp import DTYPE, HyperparameterMixture, LMCMultiTaskGP, input_transform
+
+    X = torch.as_tensor(space.encode(universes), dtype=DTYPE)
+    members = []
+    for member in joint.model.members:
+        m = LMCMultiTaskGP(X, torch.as_tensor(Y, dtype=DTYPE), n_latent=len(member.covar_module.covar_module_list),
+                           input_transform=input_transform(space), outcome_transform=Standardize(m=Y.shape[1]))
+        m.set_hyperparameters(member.hyperparameters())
+        m.eval()
+        m.categorical = "onehot"
+        members.append(m)
+    return type(joint)(HyperparameterMixture(members, members[0]), joint.space, joint.warps)
+
+
+def jackknife(draws: int, bags: int, fixed: bool = False) -> None:
     from multiverse import report as R, stats
     from multiverse.claims import correlation as CO
     from multiverse.gp import RankWarp, fit_multitask_gp
@@ -146,8 +168,12 @@ def jackknife(draws: int, bags: int) -> None:
         est = []
         for b in range(bags):
             keep = np.sort(rng.choice(rows_ok, n - d, replace=False))
-            m = fit_multitask_gp(ctx.space, [ctx.universes[k] for k in keep], Y[keep], b, n_draws=0)
-            g = CO.JointSurrogate(m, ctx.space, warps).sample(base, 64, s)
+            sub = [ctx.universes[k] for k in keep]
+            if fixed:
+                g = conditioned_on(joint, ctx.space, sub, Y[keep]).sample(base, 64, s)
+            else:
+                m = fit_multitask_gp(ctx.space, sub, Y[keep], b, n_draws=0)
+                g = CO.JointSurrogate(m, ctx.space, warps).sample(base, 64, s)
             est.append(float(np.mean(stats.kendall_tau(g[..., 0], g[..., 1]))))
         var = (n - d) / (d * bags) * float(np.sum((np.array(est) - np.mean(est)) ** 2))
         wide = tau + rng.normal(0, np.sqrt(var), tau.shape)
@@ -193,6 +219,7 @@ def main(argv) -> None:
     ap.add_argument("probe", choices=["bagging", "loo-scale", "latents", "jackknife"])
     ap.add_argument("--draws", type=int, default=None)
     ap.add_argument("--bags", type=int, default=8)
+    ap.add_argument("--fixed", action="store_true", help="jackknife: hold the hyperparameters")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     if args.probe == "bagging":
@@ -200,7 +227,7 @@ def main(argv) -> None:
     elif args.probe == "latents":
         latents(args.draws or 12)
     elif args.probe == "jackknife":
-        jackknife(args.draws or 12, args.bags)
+        jackknife(args.draws or 12, args.bags, args.fixed)
     else:
         loo_scale(args.draws or 4)
 
