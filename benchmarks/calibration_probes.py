@@ -6,6 +6,7 @@ rerun; neither became a default.
     .venv/bin/python benchmarks/calibration_probes.py loo-scale [--draws 4]
     .venv/bin/python benchmarks/calibration_probes.py latents [--draws 12]
     .venv/bin/python benchmarks/calibration_probes.py jackknife [--draws 12] [--bags 8] [--fixed]
+    .venv/bin/python benchmarks/calibration_probes.py starts [--draws 12] [--bags 4]
 
 ``bagging``: the correlation claim (train loss against val_acc on the digits grid) from
 the report's two-outcome model, and from a bagged posterior (BayesBag, Huggins & Miller
@@ -24,6 +25,10 @@ the sum of squared deviations of the subsets' tau estimates; each sample plus a 
 draw of that variance). With ``--fixed`` the subsets are not refitted: the report's model,
 each of its hyperparameter draws held as it is, is conditioned on each subset, so that only
 the data move.
+
+``starts``: the correlation from hyperparameter chains started at ``--bags`` MAP fits (the
+report's, and others whose L-BFGS started from its values with every log lengthscale and
+loading moved by a standard normal draw), 16 draws pooled equally over the chains.
 
 ``loo-scale``: the mean squared standardised leave-one-out residual of each report
 surrogate (BoTorch's ``loo_cv``; 1 for a calibrated GP). Rescaling the GP's variance by
@@ -190,6 +195,70 @@ def jackknife(draws: int, bags: int, fixed: bool = False) -> None:
               f"| {a[:, sec].mean():.1f} |")
 
 
+def starts(draws: int, n_starts: int) -> None:
+    import copy
+
+    import torch
+    from botorch.optim.fit import fit_gpytorch_mll_scipy
+    from gpytorch.mlls import ExactMarginalLogLikelihood
+
+    from multiverse import report as R
+    from multiverse.claims import correlation as CO
+    from multiverse.gp import HYPER_STEPS, HyperparameterMixture, RankWarp, fit_multitask_gp, sample_hyperparameters
+    from multiverse.ids import derive_seed
+
+    grid = CB.GRIDS["digits"]()
+    claim = next(c for c in grid.claims if c.get("type") == "correlation")
+    truth = CB.truth(grid, claim)["truth"]
+    rows = []
+    print(f"digits, {claim['name']}: true tau {truth:+.3f}")
+    for s in range(draws):
+        df, _ = CB.draw_table(grid, s)
+        ctx = R.context(df, CB.study_config(grid, s))
+        x, y = ctx.values(claim["x"]), ctx.values(claim["y"])
+        base, _ = ctx.converging(CO.metrics(claim), ctx.space.sobol(ctx.reference, derive_seed(ctx.seed, 1)))
+        warps = [RankWarp(x), RankWarp(y)]
+        Y = np.c_[warps[0].forward(x), warps[1].forward(y)]
+        joint = CO.JointSurrogate(fit_multitask_gp(ctx.space, ctx.universes, Y, s), ctx.space, warps)
+        a = CO.gp_answer(joint, ctx.space, claim, base, ctx.samples, s, n_granulated=0)
+        t0 = time.perf_counter()
+        fitted = joint.model.fitted
+        theta0 = fitted.hyperparameters()
+        m = fitted.num_outputs
+        rng = np.random.default_rng(s)
+        per = 16 // n_starts
+        members = []
+        for k in range(n_starts):
+            model = copy.deepcopy(fitted)
+            if k:
+                theta = theta0.copy()
+                theta[: len(theta) - 2 * m] += rng.standard_normal(len(theta) - 2 * m)
+                model.set_hyperparameters(theta)
+                model.train()
+                try:
+                    fit_gpytorch_mll_scipy(ExactMarginalLogLikelihood(model.likelihood, model), options={"maxiter": 500})
+                except Exception:  # noqa: BLE001
+                    pass
+                model.eval()
+            for th in sample_hyperparameters(model, per, HYPER_STEPS, s + k):
+                mem = copy.deepcopy(model)
+                mem.set_hyperparameters(th)
+                members.append(mem)
+        multi = CO.JointSurrogate(HyperparameterMixture(members, fitted), ctx.space, warps)
+        b = CO.gp_answer(multi, ctx.space, claim, base, ctx.samples, s, n_granulated=0)
+        rows.append((a["effect"], a["effect_lo"], a["effect_hi"], b["effect"], b["effect_lo"], b["effect_hi"],
+                     time.perf_counter() - t0))
+        print(f"  draw {s}: one chain {a['effect']:+.3f} [{a['effect_lo']:+.3f}, {a['effect_hi']:+.3f}]; "
+              f"{n_starts} starts {b['effect']:+.3f} [{b['effect_lo']:+.3f}, {b['effect_hi']:+.3f}]", flush=True)
+    r = np.array(rows)
+    print("\n| hyperparameter chains | coverage | mean estimate | sd of estimates | mean interval sd |\n|---|---|---|---|---|")
+    for name, e, lo, hi in (("one, from the MAP (report's)", 0, 1, 2), (f"{n_starts}, from {n_starts} MAP fits", 3, 4, 5)):
+        cov = int(((r[:, lo] <= truth) & (truth <= r[:, hi])).sum())
+        print(f"| {name} | {cov}/{len(r)} | {r[:, e].mean():+.3f} | {r[:, e].std(ddof=1):.3f} "
+              f"| {((r[:, hi] - r[:, lo]) / 3.92).mean():.3f} |")
+    print(f"\nextra seconds per claim: {r[:, 6].mean():.1f}")
+
+
 def loo_scale(draws: int) -> None:
     import torch
     from botorch.cross_validation import loo_cv
@@ -216,7 +285,7 @@ def main(argv) -> None:
     import torch
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("probe", choices=["bagging", "loo-scale", "latents", "jackknife"])
+    ap.add_argument("probe", choices=["bagging", "loo-scale", "latents", "jackknife", "starts"])
     ap.add_argument("--draws", type=int, default=None)
     ap.add_argument("--bags", type=int, default=8)
     ap.add_argument("--fixed", action="store_true", help="jackknife: hold the hyperparameters")
@@ -226,6 +295,8 @@ def main(argv) -> None:
         bagging(args.draws or 3, args.bags)
     elif args.probe == "latents":
         latents(args.draws or 12)
+    elif args.probe == "starts":
+        starts(args.draws or 12, args.bags if args.bags != 8 else 4)
     elif args.probe == "jackknife":
         jackknife(args.draws or 12, args.bags, args.fixed)
     else:
