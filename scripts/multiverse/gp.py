@@ -395,6 +395,9 @@ MULTITASK_LATENTS = 2
 #: Hyperparameter draws the two-outcome model averages over, and the Metropolis steps
 #: (half of them burn-in) they are thinned from (:func:`sample_hyperparameters`).
 HYPER_DRAWS, HYPER_STEPS = 16, 2000
+#: Hyperparameter chains, each started at its own MAP fit (:func:`fit_multitask_gp`; the
+#: report's ``report.hyperparameter_starts``).
+HYPER_STARTS = 1
 #: Gamma(concentration, rate) priors of the two-outcome model: on each lengthscale (the
 #: report's Matern kernel, :func:`fit_gp`), and on each outcome's noise variance.
 LENGTHSCALE_PRIOR, NOISE_PRIOR = (3.0, 6.0), (1.1, 0.05)
@@ -599,7 +602,7 @@ class HyperparameterMixture:
 
 def fit_multitask_gp(space: SearchSpace, universes: Sequence[Mapping[str, Any]], Y: np.ndarray, seed: int,
                      n_draws: int = HYPER_DRAWS, n_steps: int = HYPER_STEPS,
-                     n_latent: int = MULTITASK_LATENTS) -> HyperparameterMixture:
+                     n_latent: int = MULTITASK_LATENTS, starts: int = HYPER_STARTS) -> HyperparameterMixture:
     """One GP of several outcomes that learns how they co-vary (:class:`LMCMultiTaskGP`),
     on the rows where every outcome is finite, averaged over ``n_draws`` posterior draws
     of its hyperparameters (``n_draws=0``: the MAP fit alone).
@@ -636,19 +639,40 @@ def fit_multitask_gp(space: SearchSpace, universes: Sequence[Mapping[str, Any]],
     # One L-BFGS run capped at MULTITASK_MAXITER iterations (an iteration cap, unlike a
     # wall-clock timeout, keeps the fit deterministic), without fit_gpytorch_mll's retries
     # from prior samples: the MAP only starts the sampler.
-    mll = ExactMarginalLogLikelihood(model.likelihood, model).train()
-    try:
-        fit_gpytorch_mll_scipy(mll, options={"maxiter": MULTITASK_MAXITER})
-    except NotPSDError:  # rare; the sampler starts from where the fit stopped
-        pass
-    model.eval()
-    model.categorical = "onehot"
+    def fit(m) -> None:
+        mll = ExactMarginalLogLikelihood(m.likelihood, m).train()
+        try:
+            fit_gpytorch_mll_scipy(mll, options={"maxiter": MULTITASK_MAXITER})
+        except NotPSDError:  # rare; the sampler starts from where the fit stopped
+            pass
+        m.eval()
+        m.categorical = "onehot"
+
+    fit(model)
+    if not n_draws:
+        return HyperparameterMixture([model], model)
+    # With starts > 1, chains from several MAP fits: the first from the fit above, each
+    # other from L-BFGS started there with every log lengthscale and loading moved by a
+    # standard normal draw. One chain stays near one mode, while the fits of different
+    # designs differ far more than its draws do (benchmarks/calibration_probes.py
+    # jackknife --fixed; starts). With starts = 1 this is the single chain as before.
+    rng = np.random.default_rng(seed)
+    theta0, m = model.hyperparameters(), Y.shape[1]
     members = []
-    for theta in sample_hyperparameters(model, n_draws, n_steps, seed) if n_draws else []:
-        member = copy.deepcopy(model)
-        member.set_hyperparameters(theta)
-        members.append(member)
-    return HyperparameterMixture(members or [model], model)
+    for k in range(max(1, starts)):
+        start = model
+        if k:
+            start = copy.deepcopy(model)
+            theta = theta0.copy()
+            theta[: len(theta) - 2 * m] += rng.standard_normal(len(theta) - 2 * m)
+            start.set_hyperparameters(theta)
+            fit(start)
+        per = n_draws // starts + (k < n_draws % starts)
+        for theta in sample_hyperparameters(start, per, n_steps, seed + k) if per else []:
+            member = copy.deepcopy(start)
+            member.set_hyperparameters(theta)
+            members.append(member)
+    return HyperparameterMixture(members, model)
 
 
 def multitask_loo(model: LMCMultiTaskGP) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -46,7 +46,8 @@ def context(df: pd.DataFrame, config: Mapping[str, Any]) -> common.Context:
     divergence = fit_divergence(df, space, derive_seed(seed, 400))
     return common.Context(space=space, df=df, surrogates=sur, divergence=divergence, samples=rep["samples"],
                           reference=rep["reference"], bootstrap=rep["bootstrap"], seed=seed,
-                          universes=per_universe(df, space, metrics[0])[0], declared=declared)
+                          universes=per_universe(df, space, metrics[0])[0], declared=declared,
+                          hyperparameter_starts=rep["hyperparameter_starts"])
 
 
 def judge_claims(claims: Sequence[Mapping[str, Any]], ctx: common.Context, infl: Mapping[str, Any],

@@ -69,6 +69,9 @@ class Context:
     #: the study's metric declarations (:func:`multiverse.config.study_metrics`; None:
     #: the built-in trainer's)
     declared: Any = None
+    #: hyperparameter chains of a correlation's two-outcome model, each from its own MAP
+    #: fit (``report.hyperparameter_starts``; :func:`multiverse.gp.fit_multitask_gp`)
+    hyperparameter_starts: int = 1
 
     def values(self, metric: str):
         """Each observed universe's mean over its seeds (NaN where not usable)."""

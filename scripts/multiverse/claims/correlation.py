@@ -88,11 +88,11 @@ class JointSurrogate:
         return dict(zip(names, multitask_loo_diagnostics(self.model, self.warps)))
 
 
-def fit_joint(space, universes: Sequence[Mapping[str, Any]], x, y, seed: int, warps) -> JointSurrogate:
+def fit_joint(space, universes: Sequence[Mapping[str, Any]], x, y, seed: int, warps, starts: int = 1) -> JointSurrogate:
     from multiverse.gp import fit_multitask_gp
 
     Y = np.c_[warps[0].forward(x), warps[1].forward(y)]
-    return JointSurrogate(fit_multitask_gp(space, universes, Y, seed), space, warps)
+    return JointSurrogate(fit_multitask_gp(space, universes, Y, seed, starts=starts), space, warps)
 
 
 def granulated_universes(space, name: str, base: Sequence[Mapping[str, Any]]) -> tuple[list, int, int]:
@@ -249,7 +249,7 @@ def analyse(claim: Mapping[str, Any], ctx, i: int, influence) -> dict[str, Any]:
     if finite.sum() < MIN_FIT or len(base) < 4:
         out["gp"] = common.no_surrogate(int(finite.sum()))
     else:
-        joint = fit_joint(ctx.space, ctx.universes, x, y, s_gp, [RankWarp(x), RankWarp(y)])
+        joint = fit_joint(ctx.space, ctx.universes, x, y, s_gp, [RankWarp(x), RankWarp(y)], ctx.hyperparameter_starts)
         out["gp"] = gp_answer(joint, ctx.space, claim, base, ctx.samples, s_gp)
         f = joint.sample(base, 64, derive_seed(s_gp, 99))
         out["figures"] = {"x": np.median(f[..., 0], 0).tolist(), "y": np.median(f[..., 1], 0).tolist()}
