@@ -50,25 +50,47 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import calibration as CB  # noqa: E402
 
 
-def bagging(draws: int, bags: int) -> None:
-    from multiverse import report as R
-    from multiverse.claims import correlation as CO
-    from multiverse.gp import HyperparameterMixture, RankWarp, fit_multitask_gp
-    from multiverse.ids import derive_seed
-
+def correlation_claim():
+    """The digits grid, its correlation claim and the claim's true tau (printed)."""
     grid = CB.GRIDS["digits"]()
     claim = next(c for c in grid.claims if c.get("type") == "correlation")
     truth = CB.truth(grid, claim)["truth"]
     print(f"digits, {claim['name']}: true tau {truth:+.3f}")
-    print("| draw | report's model [95% CrI] | bagged [95% CrI] | seconds (report's, bagged) |\n|---|---|---|---|")
-    cover = np.zeros((draws, 2), dtype=bool)
+    return grid, claim, truth
+
+
+def correlation_draws(grid, claim, draws: int):
+    """Per draw ``s``: the report's context, the claim's reference set (as
+    :func:`multiverse.claims.correlation.analyse` reads it), its two metrics, their normal
+    scores (``warps``) and the two-outcome model's data ``Y`` on them."""
+    from types import SimpleNamespace
+
+    from multiverse import report as R
+    from multiverse.claims import correlation as CO
+    from multiverse.gp import RankWarp
+    from multiverse.ids import derive_seed
+
     for s in range(draws):
         df, _ = CB.draw_table(grid, s)
         ctx = R.context(df, CB.study_config(grid, s))
         x, y = ctx.values(claim["x"]), ctx.values(claim["y"])
         base, _ = ctx.converging(CO.metrics(claim), ctx.space.sobol(ctx.reference, derive_seed(ctx.seed, 1)))
+        warps = [RankWarp(x), RankWarp(y)]
+        yield SimpleNamespace(s=s, ctx=ctx, base=base, x=x, y=y, warps=warps,
+                              Y=np.c_[warps[0].forward(x), warps[1].forward(y)])
+
+
+def bagging(draws: int, bags: int) -> None:
+    from multiverse.claims import correlation as CO
+    from multiverse.gp import HyperparameterMixture, fit_multitask_gp
+
+    grid, claim, truth = correlation_claim()
+    print("| draw | report's model [95% CrI] | bagged [95% CrI] | seconds (report's, bagged) |\n|---|---|---|---|")
+    cover = np.zeros((draws, 2), dtype=bool)
+    for d in correlation_draws(grid, claim, draws):
+        s, ctx, base, x, y = d.s, d.ctx, d.base, d.x, d.y
         t0 = time.perf_counter()
-        joint = CO.fit_joint(ctx.space, ctx.universes, x, y, s, [RankWarp(x), RankWarp(y)])
+        joint = CO.fit_joint(ctx.space, ctx.universes, x, y, s, d.warps)
         a = CO.gp_answer(joint, ctx.space, claim, base, ctx.samples, s, n_granulated=0)
         t1 = time.perf_counter()
         rng = np.random.default_rng(s)
@@ -89,25 +111,15 @@ def bagging(draws: int, bags: int) -> None:
 
 
 def latents(draws: int) -> None:
-    from multiverse import report as R
     from multiverse.claims import correlation as CO
-    from multiverse.gp import HYPER_DRAWS, HYPER_STEPS, RankWarp, fit_multitask_gp
-    from multiverse.ids import derive_seed
+    from multiverse.gp import HYPER_DRAWS, HYPER_STEPS, fit_multitask_gp
 
-    grid = CB.GRIDS["digits"]()
-    claim = next(c for c in grid.claims if c.get("type") == "correlation")
-    truth = CB.truth(grid, claim)["truth"]
+    grid, claim, truth = correlation_claim()
     variants = {"2 latents (report)": {}, "3 latents": {"n_latent": 3},
                 "2 latents, 3x chain": {"n_steps": 3 * HYPER_STEPS, "n_draws": HYPER_DRAWS}}
     rows = {v: [] for v in variants}
-    print(f"digits, {claim['name']}: true tau {truth:+.3f}")
-    for s in range(draws):
-        df, _ = CB.draw_table(grid, s)
-        ctx = R.context(df, CB.study_config(grid, s))
-        x, y = ctx.values(claim["x"]), ctx.values(claim["y"])
-        base, _ = ctx.converging(CO.metrics(claim), ctx.space.sobol(ctx.reference, derive_seed(ctx.seed, 1)))
-        warps = [RankWarp(x), RankWarp(y)]
-        Y = np.c_[warps[0].forward(x), warps[1].forward(y)]
+    for d in correlation_draws(grid, claim, draws):
+        s, ctx, base, warps, Y = d.s, d.ctx, d.base, d.warps, d.Y
         for name, kw in variants.items():
             t0 = time.perf_counter()
             joint = CO.JointSurrogate(fit_multitask_gp(ctx.space, ctx.universes, Y, s, **kw), ctx.space, warps)
@@ -144,23 +156,14 @@ def conditioned_on(joint, space, universes, Y):
 
 
 def jackknife(draws: int, bags: int, fixed: bool = False) -> None:
-    from multiverse import report as R, stats
+    from multiverse import stats
     from multiverse.claims import correlation as CO
-    from multiverse.gp import RankWarp, fit_multitask_gp
-    from multiverse.ids import derive_seed
+    from multiverse.gp import fit_multitask_gp
 
-    grid = CB.GRIDS["digits"]()
-    claim = next(c for c in grid.claims if c.get("type") == "correlation")
-    truth = CB.truth(grid, claim)["truth"]
+    grid, claim, truth = correlation_claim()
     rows = []
-    print(f"digits, {claim['name']}: true tau {truth:+.3f}")
-    for s in range(draws):
-        df, _ = CB.draw_table(grid, s)
-        ctx = R.context(df, CB.study_config(grid, s))
-        x, y = ctx.values(claim["x"]), ctx.values(claim["y"])
-        base, _ = ctx.converging(CO.metrics(claim), ctx.space.sobol(ctx.reference, derive_seed(ctx.seed, 1)))
-        warps = [RankWarp(x), RankWarp(y)]
-        Y = np.c_[warps[0].forward(x), warps[1].forward(y)]
+    for d in correlation_draws(grid, claim, draws):
+        s, ctx, base, warps, Y = d.s, d.ctx, d.base, d.warps, d.Y
         t0 = time.perf_counter()
         joint = CO.JointSurrogate(fit_multitask_gp(ctx.space, ctx.universes, Y, s), ctx.space, warps)
         f = joint.sample(base, ctx.samples, s)
@@ -198,27 +201,16 @@ def jackknife(draws: int, bags: int, fixed: bool = False) -> None:
 def starts(draws: int, n_starts: int) -> None:
     import copy
 
-    import torch
     from botorch.optim.fit import fit_gpytorch_mll_scipy
     from gpytorch.mlls import ExactMarginalLogLikelihood
 
-    from multiverse import report as R
     from multiverse.claims import correlation as CO
-    from multiverse.gp import HYPER_STEPS, HyperparameterMixture, RankWarp, fit_multitask_gp, sample_hyperparameters
-    from multiverse.ids import derive_seed
+    from multiverse.gp import HYPER_STEPS, HyperparameterMixture, fit_multitask_gp, sample_hyperparameters
 
-    grid = CB.GRIDS["digits"]()
-    claim = next(c for c in grid.claims if c.get("type") == "correlation")
-    truth = CB.truth(grid, claim)["truth"]
+    grid, claim, truth = correlation_claim()
     rows = []
-    print(f"digits, {claim['name']}: true tau {truth:+.3f}")
-    for s in range(draws):
-        df, _ = CB.draw_table(grid, s)
-        ctx = R.context(df, CB.study_config(grid, s))
-        x, y = ctx.values(claim["x"]), ctx.values(claim["y"])
-        base, _ = ctx.converging(CO.metrics(claim), ctx.space.sobol(ctx.reference, derive_seed(ctx.seed, 1)))
-        warps = [RankWarp(x), RankWarp(y)]
-        Y = np.c_[warps[0].forward(x), warps[1].forward(y)]
+    for d in correlation_draws(grid, claim, draws):
+        s, ctx, base, warps, Y = d.s, d.ctx, d.base, d.warps, d.Y
         joint = CO.JointSurrogate(fit_multitask_gp(ctx.space, ctx.universes, Y, s), ctx.space, warps)
         a = CO.gp_answer(joint, ctx.space, claim, base, ctx.samples, s, n_granulated=0)
         t0 = time.perf_counter()
