@@ -243,15 +243,15 @@ def data_digest(data: Mapping[str, np.ndarray]) -> str:
 
 
 def universe_key(
-    data: Mapping[str, np.ndarray], params: Mapping[str, Any], *, seed: int, epochs: int, width: int, depth: int,
+    digest: str, params: Mapping[str, Any], *, seed: int, epochs: int, width: int, depth: int,
     arch: str, base_batch: int, device: str,
 ) -> dict[str, Any]:
     """What a universe's training depends on: a checkpoint or a kept result is used only
-    where all of it is the same (the arguments of :func:`train_universe`, the data, torch's
-    version and this module's code)."""
+    where all of it is the same (the arguments of :func:`train_universe`, the data's
+    :func:`data_digest`, torch's version and this module's code)."""
     return {"params": dict(params), "seed": int(seed), "epochs": int(epochs), "width": int(width),
             "depth": int(depth), "arch": arch, "base_batch": int(base_batch), "device": device,
-            "data": data_digest(data), "torch": str(torch.__version__), "code": CODE_DIGEST}
+            "data": digest, "torch": str(torch.__version__), "code": CODE_DIGEST}
 
 
 def read_saved(path: str | Path, key: Mapping[str, Any], log: logging.Logger) -> dict[str, Any] | None:
@@ -286,6 +286,7 @@ def train_universe(
     checkpoint_path: str | Path | None = None,
     checkpoint_every: int = 1,
     log: logging.Logger | None = None,
+    digest: str | None = None,
 ) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     """Train the universe ``params`` and return ``(state_dict, record)``.
 
@@ -309,13 +310,14 @@ def train_universe(
     the minibatch generator's and torch's random states, epoch, step, history, seconds)
     is written there after every ``checkpoint_every``-th epoch (0: never), and training
     resumes from a checkpoint found there at the start if it was saved under the same
-    :func:`universe_key` (said in ``log``). On the CPU a resumed universe's weights and
-    history are bitwise those of an uninterrupted run; saving draws no random number.
+    :func:`universe_key` (said in ``log``; ``digest``: the data's :func:`data_digest`,
+    computed here if not given). On the CPU a resumed universe's weights and history are
+    bitwise those of an uninterrupted run; saving draws no random number.
     """
     log = log or logging.getLogger(__name__)
     dev = resolve_device(device)
     key = None if checkpoint_path is None else universe_key(
-        data, params, seed=seed, epochs=epochs, width=width, depth=depth, arch=arch, base_batch=base_batch,
+        digest or data_digest(data), params, seed=seed, epochs=epochs, width=width, depth=depth, arch=arch, base_batch=base_batch,
         device=dev.type)
     if dev.type == "cuda":
         # The CPU kernels used here are deterministic already (tests/test_train.py checks
@@ -453,10 +455,11 @@ def train_shard(
 
     env = versions(["torch", "numpy"])
     clock = ShardClock([planned_epochs(u["params"], training["epochs"], len(data["y_train"])) for u in universes])
+    digest = data_digest(data)  # once per shard, for every universe's key
     for slot, (u, model_path, record_path) in enumerate(zip(universes, model_paths, record_paths)):
         run = Path(record_path).parent / "run"
         key = {"universe": universe_fields(u), **universe_key(
-            data, u["params"], seed=u["seed"], epochs=training["epochs"], width=model["width"], depth=model["depth"],
+            digest, u["params"], seed=u["seed"], epochs=training["epochs"], width=model["width"], depth=model["depth"],
             arch=model["arch"], base_batch=training["base_batch"], device=device.type)}
         kept = read_saved(run / FINAL, key, log)
         if kept is not None:
@@ -470,6 +473,7 @@ def train_shard(
                         depth=model["depth"], device=training["device"], arch=model["arch"],
                         base_batch=training["base_batch"], progress=Progress(u["id"], log, clock, slot),
                         checkpoint_path=run / CHECKPOINT, checkpoint_every=checkpoint_every, log=log,
+                        digest=digest,
                     )
                     break
                 except DeviceUnavailable:  # the node's fault, not the universe's

@@ -59,10 +59,9 @@ CLUSTER = bool(config.get("cluster"))
 
 
 def submission_group(wildcards):
-    """The group (one cluster submission) of a train, metrics or submission job."""
+    """The group (one cluster submission) of a train, metrics or submission job; without
+    a declared node PER_SUBMISSION is 1, so each shard is its own."""
     part = wildcards.part if "part" in wildcards.keys() else int(wildcards.shard) // PER_SUBMISSION
-    if not CLUSTER:  # one shard per submission
-        part = wildcards.shard
     return f"round{wildcards.round}-seed{wildcards.replicate}-part{part}"
 
 
