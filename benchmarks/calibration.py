@@ -285,10 +285,16 @@ def snap(grid: Grid, space, universe: Mapping[str, Any], used: set) -> tuple[int
     raise ValueError("no unused grid cell left")
 
 
-def draw_table(grid: Grid, seed: int, rounds: Sequence[int] = ROUNDS, design: Mapping[str, Any] | None = None):
+def draw_table(grid: Grid, seed: int, rounds: Sequence[int] = ROUNDS, design: Mapping[str, Any] | None = None,
+               seeds_read: int = 1):
     """One draw: the workflow's design rounds on the grid's space, each universe snapped
     to a grid cell and read from one of its seeds at random. Returns the study table (as
-    the workflow's ``aggregate`` writes it: one row per universe and seed) and the cells."""
+    the workflow's ``aggregate`` writes it: one row per universe and seed) and the cells.
+
+    ``seeds_read=2``: the table holds both of every universe's seeds (as a study with
+    ``training.seeds: 2`` trains them), so that the report fits each universe's own seed
+    noise; the design still reads the one seed drawn at random, so the universes are
+    those of the ``seeds_read=1`` draw."""
     import pandas as pd
 
     from multiverse.design import design_round
@@ -312,7 +318,10 @@ def draw_table(grid: Grid, seed: int, rounds: Sequence[int] = ROUNDS, design: Ma
             status = "diverged" if diverged is not None and diverged[cell + (s,)] else "ok"
             uid = universe_id(r, i)
             records.append({"id": uid, "params": params, "status": status, "metrics": metrics})
-            rows.append({"universe": uid, "round": r, "seed": s, "status": status, **params, **metrics})
+            for k in range(seeds_read) if seeds_read > 1 else [s]:
+                metrics = {m: float(v[cell + (k,)]) for m, v in grid.values.items()}
+                status = "diverged" if diverged is not None and diverged[cell + (k,)] else "ok"
+                rows.append({"universe": uid, "round": r, "seed": k, "status": status, **params, **metrics})
     return pd.DataFrame(rows), used
 
 
@@ -392,12 +401,12 @@ def reference_cells(grid: Grid, ctx, claim: Mapping[str, Any]) -> list[tuple]:
 
 
 def run_draw(grid: Grid, seed: int, report: Mapping[str, Any] | None = None,
-             rounds: Sequence[int] = ROUNDS) -> list[dict[str, Any]]:
-    """Analyse one draw with the report's code (``report``: settings that differ from
-    the defaults) and score every claim."""
+             rounds: Sequence[int] = ROUNDS, seeds_read: int = 1) -> list[dict[str, Any]]:
+    """Analyse one draw (:func:`draw_table`) with the report's code (``report``: settings
+    that differ from the defaults) and score every claim."""
     from multiverse import report as R
 
-    df, _ = draw_table(grid, seed, rounds)
+    df, _ = draw_table(grid, seed, rounds, seeds_read=seeds_read)
     config = study_config(grid, seed, report)
     result = R.analyse(df, config, sensitivity=False)
     scored = []
@@ -464,6 +473,8 @@ def main(argv: Sequence[str]) -> None:
     ap.add_argument("--draws", type=int, default=50)
     ap.add_argument("--first", type=int, default=0, help="seed of the first draw")
     ap.add_argument("--out", default=str(CACHE_DIR), help="folder for the per-draw rows (draws.csv)")
+    ap.add_argument("--seeds-read", type=int, default=1, choices=(1, SEEDS),
+                    help=f"{SEEDS}: every universe's {SEEDS} seeds in the table, so the report fits their noise")
     ap.add_argument("--report", nargs="*", default=[], metavar="KEY=VALUE",
                     help="report settings that differ from the defaults, e.g. input_warping=true")
     args = ap.parse_args(argv)
@@ -478,7 +489,7 @@ def main(argv: Sequence[str]) -> None:
         print(f"# {name}: {grid.description} (grid ready in {time.perf_counter() - start:.0f} s)", flush=True)
         for s in range(args.first, args.first + args.draws):
             t0 = time.perf_counter()
-            for r in run_draw(grid, s, report):
+            for r in run_draw(grid, s, report, seeds_read=args.seeds_read):
                 rows.append({"grid": name, **r})
             print(f"  draw {s}: {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
     out = Path(args.out)

@@ -1,10 +1,12 @@
-"""Two surrogate options probed on the calibration benchmark's digits and SVM draws
+"""Surrogate options probed on the calibration benchmark's digits and SVM draws
 (``benchmarks/calibration.py``), kept so that the README's "what was tried" rows can be
-rerun; neither became a default.
+rerun; none became a default.
 
     .venv/bin/python benchmarks/calibration_probes.py bagging [--draws 3] [--bags 8]
     .venv/bin/python benchmarks/calibration_probes.py loo-scale [--draws 4]
     .venv/bin/python benchmarks/calibration_probes.py latents [--draws 12]
+    .venv/bin/python benchmarks/calibration_probes.py nuts [--draws 12] [--steps 1000]
+    .venv/bin/python benchmarks/calibration_probes.py nuts-single [--draws 12] [--grids svm digits]
     .venv/bin/python benchmarks/calibration_probes.py jackknife [--draws 12] [--bags 8] [--fixed]
     .venv/bin/python benchmarks/calibration_probes.py starts [--draws 12] [--bags 4]
 
@@ -17,6 +19,13 @@ grid's true tau.
 
 ``latents``: the correlation claim from the two-outcome model with 2 latent GPs (the
 report's), 3 latent GPs, and 2 with a three times longer hyperparameter chain.
+
+``nuts``: the two-outcome model's hyperparameters drawn by NumPyro's NUTS on the same
+density instead of adaptive Metropolis. ``nuts-single``: every single-output surrogate
+(comparisons, trends, expected best) replaced by BoTorch's ``FullyBayesianSingleTaskGP``
+fitted by NUTS; its draws go to ``--out``/draws.csv and are summarised as the benchmark
+does. Both need JAX and NumPyro, which the project does not install:
+``.venv/bin/pip install "botorch[fully_bayesian]==0.18.1"``.
 
 ``jackknife``: the correlation's posterior samples widened by a delete-d jackknife
 estimate of the design's variance (the model refitted at its MAP on ``--bags`` random
@@ -111,12 +120,52 @@ def bagging(draws: int, bags: int) -> None:
 
 
 def latents(draws: int) -> None:
+    from multiverse.gp import HYPER_DRAWS, HYPER_STEPS
+
+    compare_models(draws, {"2 latents (report)": {}, "3 latents": {"n_latent": 3},
+                           "2 latents, 3x chain": {"n_steps": 3 * HYPER_STEPS, "n_draws": HYPER_DRAWS}})
+
+
+def sample_hyperparameters_nuts(model, n_draws: int, n_steps: int, seed: int) -> np.ndarray:
+    """As :func:`multiverse.gp.sample_hyperparameters`, by NumPyro's NUTS (the sampler BoTorch's fully
+    Bayesian models use) on the same density (:func:`multiverse.gp.lmc_log_posterior` in JAX, float64),
+    started at the fitted values: ``n_steps // 2`` warm-up steps (step size and a dense
+    mass matrix adapted), then ``n_steps // 2`` draws, ``n_draws`` of them evenly spaced."""
+    import jax
+    import jax.numpy as jnp
+    from numpyro.infer import MCMC, NUTS
+
+    from multiverse.gp import lmc_log_posterior
+
+    jax.config.update("jax_enable_x64", True)
+    X = jnp.asarray(model.train_inputs[0].detach().numpy())
+    Y = jnp.asarray(model.train_targets.detach().numpy())
+    q = len(model.covar_module.covar_module_list)
+
+    def potential(theta):
+        return -lmc_log_posterior(theta, X, Y, q, xp=jnp)
+
+    half = max(1, n_steps // 2)
+    mcmc = MCMC(NUTS(potential_fn=potential, dense_mass=True, max_tree_depth=6),
+                num_warmup=half, num_samples=half, progress_bar=False)
+    mcmc.run(jax.random.PRNGKey(seed), init_params=jnp.asarray(model.hyperparameters()))
+    chain = np.asarray(mcmc.get_samples())
+    return chain[np.linspace(0, len(chain) - 1, n_draws).astype(int)]
+
+
+def nuts(draws: int, steps: int) -> None:
+    compare_models(draws, {"adaptive Metropolis (report)": {},
+                           f"NUTS, {steps // 2} warm-up + {steps // 2} steps":
+                           {"sampler": sample_hyperparameters_nuts, "n_steps": steps}})
+
+
+def compare_models(draws: int, variants: dict) -> None:
+    """The correlation claim from the two-outcome model fitted with each variant's
+    keyword arguments to :func:`multiverse.gp.fit_multitask_gp`."""
     from multiverse.claims import correlation as CO
-    from multiverse.gp import HYPER_DRAWS, HYPER_STEPS, fit_multitask_gp
+    from multiverse.gp import fit_multitask_gp
 
     grid, claim, truth = correlation_claim()
-    variants = {"2 latents (report)": {}, "3 latents": {"n_latent": 3},
-                "2 latents, 3x chain": {"n_steps": 3 * HYPER_STEPS, "n_draws": HYPER_DRAWS}}
     rows = {v: [] for v in variants}
     for d in correlation_draws(grid, claim, draws):
         s, ctx, base, warps, Y = d.s, d.ctx, d.base, d.warps, d.Y
@@ -199,56 +248,8 @@ def jackknife(draws: int, bags: int, fixed: bool = False) -> None:
 
 
 def starts(draws: int, n_starts: int) -> None:
-    import copy
-
-    from botorch.optim.fit import fit_gpytorch_mll_scipy
-    from gpytorch.mlls import ExactMarginalLogLikelihood
-
-    from multiverse.claims import correlation as CO
-    from multiverse.gp import HYPER_STEPS, HyperparameterMixture, fit_multitask_gp, sample_hyperparameters
-
-    grid, claim, truth = correlation_claim()
-    rows = []
-    for d in correlation_draws(grid, claim, draws):
-        s, ctx, base, warps, Y = d.s, d.ctx, d.base, d.warps, d.Y
-        joint = CO.JointSurrogate(fit_multitask_gp(ctx.space, ctx.universes, Y, s), ctx.space, warps)
-        a = CO.gp_answer(joint, ctx.space, claim, base, ctx.samples, s, n_granulated=0)
-        t0 = time.perf_counter()
-        fitted = joint.model.fitted
-        theta0 = fitted.hyperparameters()
-        m = fitted.num_outputs
-        rng = np.random.default_rng(s)
-        per = 16 // n_starts
-        members = []
-        for k in range(n_starts):
-            model = copy.deepcopy(fitted)
-            if k:
-                theta = theta0.copy()
-                theta[: len(theta) - 2 * m] += rng.standard_normal(len(theta) - 2 * m)
-                model.set_hyperparameters(theta)
-                model.train()
-                try:
-                    fit_gpytorch_mll_scipy(ExactMarginalLogLikelihood(model.likelihood, model), options={"maxiter": 500})
-                except Exception:  # noqa: BLE001
-                    pass
-                model.eval()
-            for th in sample_hyperparameters(model, per, HYPER_STEPS, s + k):
-                mem = copy.deepcopy(model)
-                mem.set_hyperparameters(th)
-                members.append(mem)
-        multi = CO.JointSurrogate(HyperparameterMixture(members, fitted), ctx.space, warps)
-        b = CO.gp_answer(multi, ctx.space, claim, base, ctx.samples, s, n_granulated=0)
-        rows.append((a["effect"], a["effect_lo"], a["effect_hi"], b["effect"], b["effect_lo"], b["effect_hi"],
-                     time.perf_counter() - t0))
-        print(f"  draw {s}: one chain {a['effect']:+.3f} [{a['effect_lo']:+.3f}, {a['effect_hi']:+.3f}]; "
-              f"{n_starts} starts {b['effect']:+.3f} [{b['effect_lo']:+.3f}, {b['effect_hi']:+.3f}]", flush=True)
-    r = np.array(rows)
-    print("\n| hyperparameter chains | coverage | mean estimate | sd of estimates | mean interval sd |\n|---|---|---|---|---|")
-    for name, e, lo, hi in (("one, from the MAP (report's)", 0, 1, 2), (f"{n_starts}, from {n_starts} MAP fits", 3, 4, 5)):
-        cov = int(((r[:, lo] <= truth) & (truth <= r[:, hi])).sum())
-        print(f"| {name} | {cov}/{len(r)} | {r[:, e].mean():+.3f} | {r[:, e].std(ddof=1):.3f} "
-              f"| {((r[:, hi] - r[:, lo]) / 3.92).mean():.3f} |")
-    print(f"\nextra seconds per claim: {r[:, 6].mean():.1f}")
+    compare_models(draws, {"one chain, from the MAP (report)": {},
+                           f"{n_starts} chains, from {n_starts} MAP fits": {"starts": n_starts}})
 
 
 def loo_scale(draws: int) -> None:
@@ -273,13 +274,105 @@ def loo_scale(draws: int) -> None:
                 print(f"| {g} | {s} | {m} | {z2:.2f} | {np.sqrt(z2):.2f} |", flush=True)
 
 
+class FullyBayesianPosterior:
+    """A BoTorch fully Bayesian posterior (one Gaussian per MCMC draw, on the batch
+    dimension ``MCMC_DIM``) read as the report reads a posterior: ``rsample`` takes each
+    sample from the draws in turn, ``mean`` and ``variance`` are the mixture's moments."""
+
+    def __init__(self, post):
+        self.post = post
+
+    def rsample(self, sample_shape=None):
+        import torch
+        from botorch.posteriors.fully_bayesian import MCMC_DIM
+
+        n = int(np.prod(sample_shape)) if sample_shape is not None else 1
+        k = self.post.mean.shape[MCMC_DIM]
+        f = self.post.rsample(torch.Size([-(-n // k)]))  # ceil(n / k) x batch x k x q x m
+        f = f.movedim(MCMC_DIM, 1)
+        return f.reshape(-1, *f.shape[2:])[:n].reshape(*(sample_shape or [1]), *f.shape[2:])
+
+    @property
+    def mean(self):
+        return self.post.mixture_mean
+
+    @property
+    def variance(self):
+        return self.post.mixture_variance
+
+
+class FullyBayesianModel:
+    """BoTorch's ``FullyBayesianSingleTaskGP`` (Matern-5/2, the dimension-scaled
+    lengthscale prior, hyperparameters sampled by NumPyro's NUTS), wrapped so that the
+    report's surrogate code reads it as one model."""
+
+    categorical = "onehot"
+
+    def __init__(self, fb):
+        self.fb, self.likelihood, self.outcome_transform = fb, fb.likelihood, fb.outcome_transform
+        self.covar_module = fb.covar_module
+
+    def posterior(self, X, observation_noise: bool = False):
+        return FullyBayesianPosterior(self.fb.posterior(X, observation_noise=observation_noise))
+
+
+def fit_fully_bayesian(space, universes, y, seed, yvar=None, warping=False, **_):
+    """:func:`multiverse.gp.fit_gp`'s signature, fitting :class:`FullyBayesianModel`."""
+    import torch
+    from botorch.fit import fit_fully_bayesian_model_nuts
+    from botorch.models.fully_bayesian import FullyBayesianSingleTaskGP
+    from botorch.models.transforms.outcome import Standardize
+
+    from multiverse.gp import DTYPE, input_transform
+
+    y = np.asarray(y, dtype=float)
+    keep = np.isfinite(y)
+    X = torch.as_tensor(space.encode([u for u, k in zip(universes, keep) if k]), dtype=DTYPE)
+    Y = torch.as_tensor(y[keep], dtype=DTYPE).unsqueeze(-1)
+    Yvar = None if yvar is None else torch.as_tensor(np.asarray(yvar, dtype=float)[keep], dtype=DTYPE).unsqueeze(-1)
+    fb = FullyBayesianSingleTaskGP(X, Y, train_Yvar=Yvar, input_transform=input_transform(space, warping=False),
+                                   outcome_transform=Standardize(m=1), use_input_warping=warping)
+    fit_fully_bayesian_model_nuts(fb, seed=seed, disable_progbar=True, **NUTS_SETTINGS)
+    return FullyBayesianModel(fb)
+
+
+#: NUTS settings of the single-output probe (BoTorch's defaults are 512, 256, 16).
+NUTS_SETTINGS = {"warmup_steps": 256, "num_samples": 256, "thinning": 16}
+
+
+def nuts_single(grids, draws: int, out: str) -> None:
+    """The calibration benchmark's draws with every single-output surrogate fully Bayesian
+    (:func:`fit_fully_bayesian`), its rows written to ``out``/draws.csv and summarised.
+    The LOO diagnostics (which only annotate a claim's summary) are skipped."""
+    import pandas as pd
+
+    from multiverse import report as R
+    from multiverse import surrogate as S
+
+    S.fit_gp = fit_fully_bayesian
+    R.loo_diagnostics = lambda model, warp=None: None
+    rows = []
+    for name in grids:
+        grid = CB.GRIDS[name]()
+        for s in range(draws):
+            t0 = time.perf_counter()
+            rows += [{"grid": name, **r} for r in CB.run_draw(grid, s)]
+            print(f"  {name} draw {s}: {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
+    Path(out).mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(rows).to_csv(Path(out) / "draws.csv", index=False)
+    print(CB.summary(rows).to_markdown(index=False))
+
+
 def main(argv) -> None:
     import torch
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("probe", choices=["bagging", "loo-scale", "latents", "jackknife", "starts"])
+    ap.add_argument("probe", choices=["bagging", "loo-scale", "latents", "nuts", "nuts-single", "jackknife", "starts"])
+    ap.add_argument("--grids", nargs="+", default=["svm", "digits"])
+    ap.add_argument("--out", default=str(CB.CACHE_DIR / "nuts"))
     ap.add_argument("--draws", type=int, default=None)
     ap.add_argument("--bags", type=int, default=8)
+    ap.add_argument("--steps", type=int, default=1000, help="nuts: warm-up plus sampling steps")
     ap.add_argument("--fixed", action="store_true", help="jackknife: hold the hyperparameters")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
@@ -287,6 +380,10 @@ def main(argv) -> None:
         bagging(args.draws or 3, args.bags)
     elif args.probe == "latents":
         latents(args.draws or 12)
+    elif args.probe == "nuts":
+        nuts(args.draws or 12, args.steps)
+    elif args.probe == "nuts-single":
+        nuts_single(args.grids, args.draws or 12, args.out)
     elif args.probe == "starts":
         starts(args.draws or 12, args.bags if args.bags != 8 else 4)
     elif args.probe == "jackknife":

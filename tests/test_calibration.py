@@ -106,6 +106,19 @@ def test_the_draw_is_the_workflow_design_snapped_to_the_grid():
     assert again.equals(df)
 
 
+def test_a_draw_that_reads_both_seeds_has_the_same_universes():
+    g = constructed()
+    one, cells = K.draw_table(g, seed=3, rounds=(8, 4))
+    both, cells2 = K.draw_table(g, seed=3, rounds=(8, 4), seeds_read=2)
+    assert cells2 == cells and len(both) == 2 * len(one)
+    assert all(sorted(v) == [0, 1] for v in both.groupby("universe")["seed"].apply(list))
+    drawn = both.merge(one[["universe", "seed"]], on=["universe", "seed"])  # the seed the design read
+    assert drawn.sort_values("universe").reset_index(drop=True).equals(one.sort_values("universe").reset_index(drop=True))
+    for row in both.to_dict("records"):
+        cell = tuple(AXES[n].index(row[n]) for n in AXES)
+        assert row["val_acc"] == g.values["val_acc"][cell + (row["seed"],)]
+
+
 @pytest.mark.slow
 def test_small_calibration_end_to_end():
     """Three draws on the constructed grid through report.analyse: every claim is scored,

@@ -14,7 +14,7 @@ heteroscedastic, fixed-noise likelihood). Everything is float64.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -490,40 +490,53 @@ class LMCMultiTaskGP(ExactGP, GPyTorchModel):
         self.prediction_strategy = None  # the posterior's caches belong to the old values
 
 
-def lmc_log_posterior(theta: np.ndarray, X: np.ndarray, Y: np.ndarray, n_latent: int) -> float:
+def lmc_log_posterior(theta, X, Y, n_latent: int, xp=np):
     """Log density, up to a constant, of :class:`LMCMultiTaskGP`'s hyperparameters
     ``theta`` (:meth:`~LMCMultiTaskGP.hyperparameters`) given ``n x d`` transformed inputs
     ``X`` and ``n x m`` standardised outcomes ``Y``: the Gaussian marginal likelihood, the
     Gamma priors, and the Jacobian of the log transforms the sampler moves lengthscales
-    and noise variances in. Flat in loadings and means."""
-    from botorch.models.utils.gpytorch_modules import MIN_INFERRED_NOISE_LEVEL
-    from scipy.linalg import LinAlgError, cho_factor, cho_solve
+    and noise variances in. Flat in loadings and means.
 
+    ``xp`` is the array module: ``numpy`` (a float, ``-inf`` where the covariance is not
+    positive definite) or ``jax.numpy`` (a differentiable scalar, so that NumPyro's NUTS
+    can read the same density; NaN where the Cholesky factor fails)."""
+    from botorch.models.utils.gpytorch_modules import MIN_INFERRED_NOISE_LEVEL
+
+    if xp is np:
+        from scipy.linalg import solve_triangular
+    else:
+        from jax.scipy.linalg import solve_triangular
     n, m = Y.shape
     d = X.shape[1]
     sq = (X[:, None, :] - X[None, :, :]) ** 2
-    K = np.zeros((n * m, n * m))
+    K = xp.zeros((n * m, n * m))
     lp, i = 0.0, 0
     a, b = LENGTHSCALE_PRIOR
     for _ in range(n_latent):
         log_ls, w = theta[i:i + d], theta[i + d:i + d + m]
         i += d + m
-        r = np.sqrt(sq @ np.exp(-2 * log_ls))
-        k = (1 + np.sqrt(5) * r + 5 / 3 * r**2) * np.exp(-np.sqrt(5) * r)
-        K += np.kron(k, np.outer(w, w))  # universe-major, as GPyTorch's multitask kernels
-        lp += np.sum(a * log_ls - b * np.exp(log_ls))  # Gamma(a, b) on e^s, times e^s
+        r = xp.sqrt(sq @ xp.exp(-2 * log_ls))
+        k = (1 + np.sqrt(5) * r + 5 / 3 * r**2) * xp.exp(-np.sqrt(5) * r)
+        K = K + xp.kron(k, xp.outer(w, w))  # universe-major, as GPyTorch's multitask kernels
+        lp = lp + xp.sum(a * log_ls - b * xp.exp(log_ls))  # Gamma(a, b) on e^s, times e^s
     log_noise, mean = theta[i:i + m], theta[i + m:i + 2 * m]
-    if np.any(np.exp(log_noise) < MIN_INFERRED_NOISE_LEVEL):
-        return -np.inf
     a, b = NOISE_PRIOR
-    lp += np.sum(a * log_noise - b * np.exp(log_noise))
-    K[np.diag_indices_from(K)] += np.tile(np.exp(log_noise), n)
+    lp = lp + xp.sum(a * log_noise - b * xp.exp(log_noise))
+    K = K + xp.diag(xp.tile(xp.exp(log_noise), n))
     resid = (Y - mean).reshape(-1)
-    try:
-        c = cho_factor(K, lower=True)
-    except LinAlgError:
-        return -np.inf
-    return float(lp - 0.5 * resid @ cho_solve(c, resid) - np.log(np.diag(c[0])).sum())
+    if xp is np:
+        if np.any(np.exp(log_noise) < MIN_INFERRED_NOISE_LEVEL):
+            return -np.inf
+        try:
+            L = np.linalg.cholesky(K)
+        except np.linalg.LinAlgError:
+            return -np.inf
+    else:
+        L = xp.linalg.cholesky(K)
+        lp = xp.where(xp.all(xp.exp(log_noise) >= MIN_INFERRED_NOISE_LEVEL), lp, -xp.inf)
+    z = solve_triangular(L, resid, lower=True)
+    out = lp - 0.5 * z @ z - xp.log(xp.diag(L)).sum()
+    return float(out) if xp is np else out
 
 
 def sample_hyperparameters(model: LMCMultiTaskGP, n_draws: int, n_steps: int, seed: int) -> np.ndarray:
@@ -534,8 +547,13 @@ def sample_hyperparameters(model: LMCMultiTaskGP, n_draws: int, n_steps: int, se
     over the second half of ``n_steps``.
 
     Written here because the libraries do not cover it: BoTorch's fully Bayesian models
-    (``SaasFullyBayesianSingleTaskGP`` and its multi-task form) sample with pyro's NUTS,
-    which the pinned environments do not have, and they have no LMC kernel."""
+    (``SaasFullyBayesianSingleTaskGP`` and its multi-task form) sample with NumPyro's
+    NUTS (JAX), which the pinned environments do not have, and they have no LMC kernel.
+    NUTS on this same density (``benchmarks/calibration_probes.py nuts``, with JAX
+    installed) reached a mode where one latent carries both outcomes, so that every
+    sampled tau was -1 in 5 of 12 digits draws (coverage 3/12 against this sampler's
+    6/12): the flat prior on the loadings admits it, and this chain, started at the MAP,
+    stays away from it."""
     X = model.train_inputs[0].detach().numpy()
     Y = model.train_targets.detach().numpy()
     q = len(model.covar_module.covar_module_list)
@@ -602,7 +620,9 @@ class HyperparameterMixture:
 
 def fit_multitask_gp(space: SearchSpace, universes: Sequence[Mapping[str, Any]], Y: np.ndarray, seed: int,
                      n_draws: int = HYPER_DRAWS, n_steps: int = HYPER_STEPS,
-                     n_latent: int = MULTITASK_LATENTS, starts: int = HYPER_STARTS) -> HyperparameterMixture:
+                     n_latent: int = MULTITASK_LATENTS, starts: int = HYPER_STARTS,
+                     sampler: Callable[[LMCMultiTaskGP, int, int, int], np.ndarray] | None = None,
+                     ) -> HyperparameterMixture:
     """One GP of several outcomes that learns how they co-vary (:class:`LMCMultiTaskGP`),
     on the rows where every outcome is finite, averaged over ``n_draws`` posterior draws
     of its hyperparameters (``n_draws=0``: the MAP fit alone).
@@ -668,7 +688,7 @@ def fit_multitask_gp(space: SearchSpace, universes: Sequence[Mapping[str, Any]],
             start.set_hyperparameters(theta)
             fit(start)
         per = n_draws // starts + (k < n_draws % starts)
-        for theta in sample_hyperparameters(start, per, n_steps, seed + k) if per else []:
+        for theta in (sampler or sample_hyperparameters)(start, per, n_steps, seed + k) if per else []:
             member = copy.deepcopy(start)
             member.set_hyperparameters(theta)
             members.append(member)
