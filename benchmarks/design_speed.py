@@ -1,4 +1,4 @@
-"""Design-round time and peak memory: ours (gp-ivr) beside Ax's standard qNIPV generator.
+"""Design-round time and peak memory: ours (gp-ivr, gp-claims) beside Ax's standard qNIPV generator.
 
     .venv/bin/python benchmarks/design_speed.py [--n 10,50,100,200] [--dims 4,8] [--q 4]
         [--repeats 5] [--no-ax]
@@ -12,6 +12,9 @@ with adam/rmsprop), dropout and width), a fresh Python process per measurement:
   state file; imports excluded. Median of ``--repeats`` rounds in one process, for one
   outcome (as Ax gets) and for the two outcomes of the default study.
 - *ours, whole process*: a fresh interpreter that imports, runs one round and exits.
+- *gp-claims*: the claim-targeted round (:mod:`multiverse.design_claims`) with four
+  claims, one of each type (:data:`CLAIMS`), on the two outcomes; median of ``--repeats``
+  in process, and a whole process.
 - *Ax*: ``benchmarks/ax_qnipv.py`` (Ax 1.3.1's BoTorch generator with
   ``qNegIntegratedPosteriorVariance``, 8 restarts, 256 raw samples, 128 MC points) on
   the same space and data, one outcome, one round; imports excluded.
@@ -47,6 +50,15 @@ SPACE_8 = {
     "width": {"type": "int", "low": 16, "high": 512, "log": True},
 }
 SPACES = {4: SPACE_4, 8: SPACE_8}
+#: The claims a gp-claims round is timed with: one of each type, on the two outcomes.
+CLAIMS = [
+    {"name": "adam_vs_sgd", "type": "comparison", "metric": "test_acc", "dimension": "optimizer", "a": ["adam"],
+     "b": ["sgd"], "relation": ">="},
+    {"name": "lr_trend", "type": "trend", "metric": "test_acc", "dimension": "lr", "direction": "decreasing"},
+    {"name": "best_adam", "type": "expected_best", "metric": "test_acc", "dimension": "optimizer", "a": ["adam"],
+     "b": ["sgd"], "relation": ">=", "min_budget": 2},
+    {"name": "acc_vs_gap", "type": "correlation", "x": "test_acc", "y": "gap", "relation": "negative"},
+]
 
 
 def records(space_config: dict, n: int, seed: int = 0) -> list[dict]:
@@ -109,7 +121,10 @@ def child(args) -> None:
         set_threads(args.threads)
         t1 = time.perf_counter()
         rounds = []
-        design = {**inputs["design"], "initial": len(previous), "batch": args.q, "outcomes": outcomes}
+        design = {**inputs["design"], "initial": len(previous), "batch": args.q, "outcomes": outcomes,
+                  "strategy": args.strategy}
+        if args.strategy == "gp-claims":
+            design.update(explore_share=0.25, claims=CLAIMS)
         for _ in range(args.repeats):
             s = time.perf_counter()
             prev = read_json(args.inputs)["previous"]
@@ -120,10 +135,12 @@ def child(args) -> None:
                       "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 
 
-def measure(method: str, inputs: Path, q: int, outcomes: int, repeats: int, threads: int) -> dict:
+def measure(method: str, inputs: Path, q: int, outcomes: int, repeats: int, threads: int,
+            strategy: str = "gp-ivr") -> dict:
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [sys.executable, __file__, "--child", method, "--inputs", str(inputs), "--output", f"{tmp}/out.json",
-               "--q", str(q), "--outcomes", str(outcomes), "--repeats", str(repeats), "--threads", str(threads)]
+               "--q", str(q), "--outcomes", str(outcomes), "--repeats", str(repeats), "--threads", str(threads),
+               "--strategy", strategy]
         start = time.perf_counter()
         res = subprocess.run(cmd, capture_output=True, text=True)
         wall = time.perf_counter() - start
@@ -149,6 +166,7 @@ def main(argv=None) -> None:
     ap.add_argument("--inputs")
     ap.add_argument("--output")
     ap.add_argument("--outcomes", type=int, default=1)
+    ap.add_argument("--strategy", default="gp-ivr", choices=["gp-ivr", "gp-claims"])
     args = ap.parse_args(argv)
     if args.child:
         args.method = args.child
@@ -156,8 +174,9 @@ def main(argv=None) -> None:
 
     rows = []
     print("| dims | n | ours, 1 outcome: round (median) | ours, 2 outcomes: round (median) | ours: whole process "
-          "(imports incl.) | ours: peak memory | Ax qNIPV, 1 outcome: round | Ax: peak memory | Ax / ours |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "(imports incl.) | ours: peak memory | gp-claims, 2 outcomes, 4 claims: round (median) | gp-claims: whole "
+          "process | gp-claims: peak memory | Ax qNIPV, 1 outcome: round | Ax: peak memory | Ax / ours |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     design = design_settings()
     with tempfile.TemporaryDirectory() as tmp:
         for d in map(int, args.dims.split(",")):
@@ -167,6 +186,8 @@ def main(argv=None) -> None:
                 one = measure("ours", inputs, args.q, 1, args.repeats, args.threads)
                 two = measure("ours", inputs, args.q, 2, args.repeats, args.threads)
                 whole = measure("ours", inputs, args.q, 2, 1, args.threads)
+                claims = measure("ours", inputs, args.q, 2, args.repeats, args.threads, "gp-claims")
+                claims_whole = measure("ours", inputs, args.q, 2, 1, args.threads, "gp-claims")
                 ax_n = args.n if args.ax_n is None else args.ax_n
                 run_ax = not args.no_ax and n in map(int, ax_n.split(","))
                 ax = measure("ax", inputs, args.q, 1, 1, args.threads) if run_ax else None
@@ -174,9 +195,12 @@ def main(argv=None) -> None:
                 peak = max(one["peak_mb"], two["peak_mb"], whole["peak_mb"])
                 ax_cells = (f"{ax['rounds_s'][0]:.1f} s | {ax['peak_mb']:.0f} MB | {ax['rounds_s'][0] / m1:.0f}x"
                             if ax else "- | - | -")
-                print(f"| {d} | {n} | {m1:.2f} s | {m2:.2f} s | {whole['process_s']:.1f} s | {peak:.0f} MB | {ax_cells} |",
-                      flush=True)
-                rows.append({"dims": d, "n": n, "ours_1": one, "ours_2": two, "whole": whole, "ax": ax})
+                mc = statistics.median(claims["rounds_s"])
+                peak_c = max(claims["peak_mb"], claims_whole["peak_mb"])
+                print(f"| {d} | {n} | {m1:.2f} s | {m2:.2f} s | {whole['process_s']:.1f} s | {peak:.0f} MB "
+                      f"| {mc:.2f} s | {claims_whole['process_s']:.1f} s | {peak_c:.0f} MB | {ax_cells} |", flush=True)
+                rows.append({"dims": d, "n": n, "ours_1": one, "ours_2": two, "whole": whole, "ax": ax,
+                             "claims": claims, "claims_whole": claims_whole})
     out = ROOT / "results" / "benchmarks" / "design_speed.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(rows, indent=1))

@@ -15,7 +15,7 @@ import copy
 import hashlib
 import json
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import yaml
 
@@ -108,7 +108,7 @@ def multiverse_hash(config: Mapping[str, Any]) -> str:
 GP_SETTINGS = ("outcomes", "candidates", "reference", "replicates", "categorical")
 
 
-def round_settings(design: Mapping[str, Any], round_: int) -> dict[str, Any]:
+def round_settings(design: Mapping[str, Any], round_: int, claims: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
     """The ``design`` settings round ``round_`` uses, and only those: the design rule's
     params, so that an edit reruns exactly the rounds it changes. Round 0 of a GP
     strategy is a Sobol round (the GP needs data first), so editing ``design.reference``
@@ -119,7 +119,10 @@ def round_settings(design: Mapping[str, Any], round_: int) -> dict[str, Any]:
         return {"strategy": "grid", "grid_levels": design["grid_levels"]}
     if strategy in ("random", "sobol") or round_ == 0:
         return {"strategy": "sobol" if strategy != "random" else "random"}
-    return {"strategy": strategy, **{k: design[k] for k in GP_SETTINGS}}
+    settings = {"strategy": strategy, **{k: design[k] for k in GP_SETTINGS}}
+    if strategy == "gp-claims":  # its rounds read the claims: editing one reruns them
+        settings.update(explore_share=design["explore_share"], claims=[dict(c) for c in claims])
+    return settings
 
 
 #: The two forms of a user's training entry point (config keys under ``training``).

@@ -44,6 +44,7 @@ optimal for integrated variance where noise is large).
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -52,7 +53,7 @@ from multiverse.ids import derive_seed, replicate_seed, universe_id
 from multiverse.gp import MIN_FIT
 from multiverse.space import SearchSpace
 
-STRATEGIES = ("gp-ivr", "sobol", "random", "grid")
+STRATEGIES = ("gp-ivr", "gp-claims", "sobol", "random", "grid")
 
 #: Prior degrees of freedom of the pooled seed variance when a universe's own seed
 #: variance is shrunk towards it (two seeds alone give a very noisy variance).
@@ -114,6 +115,13 @@ def greedy_ivr(
     return picks, ipv
 
 
+def claim_metrics(claims: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The metrics the ``claims`` are read on, in order, once each."""
+    from multiverse.claims import kind
+
+    return list(dict.fromkeys(m for c in claims for m in kind(c).metrics(c)))
+
+
 def universe_outcomes(
     space: SearchSpace, previous: Sequence[Mapping[str, Any]], outcomes: Sequence[str]
 ) -> tuple[list[dict], list[str], dict[str, np.ndarray]]:
@@ -163,6 +171,55 @@ def seed_noise(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, 
     return mean, yvar, per_seed, pooled
 
 
+@dataclass
+class OutcomeFit:
+    """A design GP of one outcome (:func:`fit_outcomes`): the model, each universe's mean
+    over its seeds and observed noise of it (``yvar``, None with one seed read), the
+    per-seed and pooled seed variances, the outcome's standardising scale, the noise of
+    a new observation in standardised units, and the round's diagnostics of it."""
+
+    model: Any
+    mean: np.ndarray
+    yvar: np.ndarray | None
+    per_seed: np.ndarray
+    pooled: float
+    scale: float
+    noise: Any
+    info: dict
+
+
+def fit_outcomes(space: SearchSpace, observed: Sequence[Mapping[str, Any]], outcomes: Mapping[str, Any], seed: int,
+                 replicates: int = 1, categorical: str = "onehot") -> dict[str, OutcomeFit]:
+    """The design's GP of each outcome (``outcomes``: name -> per universe one value or an
+    ``n_seeds`` row), on every finished universe (:func:`seed_noise`; observed noise with
+    ``replicates >= 2``)."""
+    from multiverse.gp import fit_gp, lengthscales, noise_variance, outcome_scale
+
+    fits = {}
+    for k, (name, y) in enumerate(outcomes.items()):
+        y = np.asarray(y, dtype=float).reshape(len(observed), -1)
+        mean, yvar, per_seed, pooled = seed_noise(y)
+        yvar = yvar if replicates >= 2 else None
+        model = fit_gp(space, observed, mean, derive_seed(seed, 10 + k), yvar=yvar, categorical=categorical)
+        scale = outcome_scale(model)
+        noise = noise_variance(model).mean()
+        fits[name] = OutcomeFit(model, mean, yvar, per_seed, pooled, scale, noise, {
+            "n_fit": int(np.isfinite(mean).sum()),
+            "noise": "observed (train_Yvar from seeds)" if yvar is not None else "learned (homoscedastic)",
+            "noise_variance_standardised": float(noise),  # gp_ivr_round: that of its candidates
+            "lengthscales": lengthscales(model, space),
+        })
+    return fits
+
+
+def candidates(space: SearchSpace, observed: Sequence[Mapping[str, Any]], n_candidates: int, seed: int) -> list[dict]:
+    """The round's candidate universes: Sobol points over the numeric dimensions crossed
+    with every categorical level combination, less the finished ones."""
+    done = {space.key(u) for u in observed}
+    return list({space.key(u): u for u in space.enumerated(n_candidates, derive_seed(seed, 1))
+                 if space.key(u) not in done}.values())
+
+
 def gp_ivr_round(
     space: SearchSpace,
     observed: Sequence[Mapping[str, Any]],
@@ -194,43 +251,31 @@ def gp_ivr_round(
     """
     import torch
 
-    from multiverse.gp import features, fit_gp, lengthscales, noise_variance, outcome_scale
+    from multiverse.gp import features
 
-    done = {space.key(u) for u in observed}
-    cand = list({space.key(u): u for u in space.enumerated(n_candidates, derive_seed(seed, 1))
-                 if space.key(u) not in done}.values())
+    cand = candidates(space, observed, n_candidates, seed)
     ref = space.enumerated(n_reference, derive_seed(seed, 2))
-    fits = {}
-    for name, y in outcomes.items():
-        y = np.asarray(y, dtype=float).reshape(len(observed), -1)
-        mean, yvar, per_seed, pooled = seed_noise(y)
-        fits[name] = (mean, yvar if replicates >= 2 else None, per_seed, pooled)
+    fits = fit_outcomes(space, observed, outcomes, seed, replicates, categorical)
     # a finished universe with a finite mean of every outcome can be replicated
-    repl = [i for i in range(len(observed)) if all(np.isfinite(f[0][i]) for f in fits.values())] if replicates >= 2 else []
+    repl = [i for i in range(len(observed)) if all(np.isfinite(f.mean[i]) for f in fits.values())] if replicates >= 2 else []
     points = ref + cand + [observed[i] for i in repl]
-    covs, noises, signal, info = [], [], [], {}
-    for k, (name, (mean, yvar, per_seed, pooled)) in enumerate(fits.items()):
-        model = fit_gp(space, observed, mean, derive_seed(seed, 10 + k), yvar=yvar, categorical=categorical)
+    covs, noises, signal = [], [], []
+    for name, f in fits.items():
         with torch.no_grad():
-            cov = model.posterior(features(space, points, model)).distribution.covariance_matrix
-        s2 = outcome_scale(model) ** 2
-        covs.append(cov / s2)
-        if yvar is None:
-            noise = noise_variance(model).mean().expand(len(cand) + len(repl))
+            cov = f.model.posterior(features(space, points, f.model)).distribution.covariance_matrix
+        covs.append(cov / f.scale**2)
+        if f.yvar is None:
+            noise = f.noise.expand(len(cand) + len(repl))
         else:  # a new universe: the pooled seed noise; a replicate: its own, over r more seeds
-            noise = torch.as_tensor(np.concatenate([np.full(len(cand), pooled), per_seed[repl]]) / replicates / s2)
+            noise = torch.as_tensor(np.concatenate([np.full(len(cand), f.pooled), f.per_seed[repl]]) / replicates / f.scale**2)
         noises.append(noise)
-        if yvar is None:  # no observed noise: no replicates, the ratio does not matter
+        f.info["noise_variance_standardised"] = float(noise.mean())
+        if f.yvar is None:  # no observed noise: no replicates, the ratio does not matter
             signal.append(1.0)
         else:  # method of moments: the spread of the universes' means less their own noise
-            between = max(float(np.nanvar(mean) - np.nanmean(yvar)), 0.0)
-            signal.append(between / (between + pooled / replicates))
-        info[name] = {
-            "n_fit": int(np.isfinite(mean).sum()),
-            "noise": "observed (train_Yvar from seeds)" if yvar is not None else "learned (homoscedastic)",
-            "noise_variance_standardised": float(noise.mean()),
-            "lengthscales": lengthscales(model, space),
-        }
+            between = max(float(np.nanvar(f.mean) - np.nanmean(f.yvar)), 0.0)
+            signal.append(between / (between + f.pooled / replicates))
+    info = {name: f.info for name, f in fits.items()}
     allowed = torch.ones(len(cand) + len(repl), dtype=torch.bool)
     is_replicate = torch.arange(len(allowed)) >= len(cand)
     # the replicate rule: the share of signal in an observation, signal / (signal + noise)
@@ -275,7 +320,9 @@ def design_round(
     """
     n, start = sizes[round_], sum(sizes[:round_])
     strategy = design["strategy"]
-    universes, ids, values = universe_outcomes(space, previous, design.get("outcomes", []))
+    claims = design.get("claims", []) if strategy == "gp-claims" else []
+    names = list(dict.fromkeys(list(design.get("outcomes", [])) + claim_metrics(claims)))
+    universes, ids, values = universe_outcomes(space, previous, names)
     done = {space.key(u) for u in universes}
     new = [None] * n
     if strategy == "random":
@@ -291,12 +338,21 @@ def design_round(
     info: dict[str, Any] = {}
     # Failed universes have no outcome; a surrogate needs MIN_FIT finite ones.
     finite = {m: v for m, v in values.items() if np.isfinite(v).any(axis=1).sum() >= MIN_FIT}
-    if strategy == "gp-ivr" and round_ > 0 and not finite:
+    if strategy in ("gp-ivr", "gp-claims") and round_ > 0 and not finite:
         info = {"fallback": f"fewer than {MIN_FIT} finite outcomes to fit a GP"}
     if strategy == "sobol" or round_ == 0 or not finite:
         # Later Sobol rounds continue the same sequence rather than restarting it.
         draw = lambda k: space.sobol(start + n * (k + 1), derive_seed(seed, 0))[start:]  # noqa: E731
         return _new_distinct(draw, n, done, space, "design.strategy sobol"), new, {"strategy": "sobol", **info}
+    if strategy == "gp-claims":
+        from multiverse.design_claims import gp_claims_round
+
+        chosen, repl, info = gp_claims_round(
+            space, universes, finite, claims, n, derive_seed(seed, round_), design["candidates"],
+            design["reference"], design["explore_share"], design["replicates"], design["categorical"],
+            exploration=[m for m in design.get("outcomes", []) if m in finite],
+        )
+        return chosen, repl, {"strategy": "gp-claims", **info}
     chosen, repl, info = gp_ivr_round(
         space, universes, finite, n, derive_seed(seed, round_), design["candidates"],
         design["reference"], design["replicates"], design["categorical"],

@@ -140,25 +140,26 @@ def kendall_tau(x: np.ndarray, y: np.ndarray) -> np.ndarray:
         return (dx * dy).sum((-1, -2)) / np.sqrt((dx**2).sum((-1, -2)) * (dy**2).sum((-1, -2)))
 
 
+def mean_max_weights(n: int, k: int) -> np.ndarray:
+    """The weights of Tang et al.'s (2020) estimator of the expected maximum of ``k`` of
+    ``n`` values, on the values sorted ascending: ``C(i-1, k-1) / C(n, k)`` for the i-th."""
+    from scipy.special import gammaln
+
+    if k > n:
+        raise ValueError(f"budget {k} exceeds the {n} values")
+    i = np.arange(1, n + 1)
+    with np.errstate(invalid="ignore"):
+        logw = gammaln(i) - gammaln(k) - gammaln(i - k + 1) - (gammaln(n + 1) - gammaln(k + 1) - gammaln(n - k + 1))
+    return np.where(i >= k, np.exp(np.where(i >= k, logw, -np.inf)), 0.0)
+
+
 def mean_max(values: np.ndarray, budgets: Sequence[int]) -> np.ndarray:
     """Expected maximum of ``k`` draws without replacement from ``values`` (last axis),
     for each ``k`` in ``budgets``: the unbiased estimator of Tang et al. (2020),
     ``sum_i v_(i) C(i-1, k-1) / C(n, k)`` over the sorted values ``v_(1) <= ... <= v_(n)``
-    (the mean of the maximum over every subset of size ``k``)."""
-    from scipy.special import gammaln
-
+    (the mean of the maximum over every subset of size ``k``; :func:`mean_max_weights`)."""
     v = np.sort(np.asarray(values, dtype=float), axis=-1)
-    n = v.shape[-1]
-    i = np.arange(1, n + 1)
-    out = []
-    for k in budgets:
-        if k > n:
-            raise ValueError(f"budget {k} exceeds the {n} values")
-        with np.errstate(invalid="ignore"):
-            logw = gammaln(i) - gammaln(k) - gammaln(i - k + 1) - (gammaln(n + 1) - gammaln(k + 1) - gammaln(n - k + 1))
-        w = np.where(i >= k, np.exp(np.where(i >= k, logw, -np.inf)), 0.0)
-        out.append(v @ w)
-    return np.stack(out, axis=-1)
+    return np.stack([v @ mean_max_weights(v.shape[-1], k) for k in budgets], axis=-1)
 
 
 def band(samples: np.ndarray) -> dict[str, list]:

@@ -40,14 +40,39 @@ def no_surrogate(n_finite: int) -> dict[str, Any]:
 
 
 # --- the context a claim is analysed in ---------------------------------------------
-def reference_universes(space, n: int, seed: int, fix: str | None = None) -> list[dict]:
+def reference_universes(space, n: int, seed: int, fix: str | None = None, per_level: bool = False) -> list[dict]:
     """A Sobol reference set of ``n`` points per level combination; with ``fix``, that
-    dimension is held at its first level (callers overwrite it), so no point is repeated."""
+    dimension is held at its first level (callers overwrite it), so no point is repeated;
+    with ``per_level`` (trends), ``n`` points in all, shared out over the combinations."""
+    if per_level:
+        return space.enumerated(max(4, n // max(1, len(space.level_combinations()))), seed, canonical=False)
     ref = space.enumerated(n, seed, canonical=fix is None)
     if fix is not None:
         first = space[fix].choices[0]
         ref = [u for u in ref if u[fix] == first]
     return ref
+
+
+@dataclass
+class DesignTarget:
+    """What the claim-targeted design (:mod:`multiverse.design_claims`) reduces for one
+    claim on one metric's GP, given by each claim type's ``design_target``.
+
+    ``points`` are universes; ``statistic`` (``len(points)`` weights) makes the claim's
+    statistic a weighted sum of the metric there (criterion a: its posterior variance);
+    ``local`` (``len(points) x n_base`` weights) makes each base point's local effect
+    one (criterion b: the Bernoulli variance of whether it satisfies ``relation`` with
+    ``margin``); ``integrated``: the posterior variance of the metric itself at every
+    point (a correlation's stand-in)."""
+
+    claim: str
+    metric: str
+    points: list
+    statistic: Any = None
+    local: Any = None
+    relation: str = ">="
+    margin: float = 0.0
+    integrated: bool = False
 
 
 @dataclass
@@ -91,10 +116,7 @@ class Context:
         it), or per level-combination-share (``per_level``) for trends."""
         from multiverse.ids import derive_seed
 
-        space, n, seed = self.space, self.reference, derive_seed(self.seed, 1)
-        if per_level:
-            return space.enumerated(max(4, n // max(1, len(space.level_combinations()))), seed, canonical=False)
-        return reference_universes(space, n, seed, fix)
+        return reference_universes(self.space, self.reference, derive_seed(self.seed, 1), fix, per_level)
 
     def converging(self, metrics: Sequence[str], universes: Sequence[Mapping[str, Any]],
                    variants: Sequence[Mapping[str, Any]] = ({},)) -> tuple[list[dict], float]:

@@ -49,6 +49,17 @@ def local_effects(f, claim: Mapping[str, Any], n_base: int):
     return f[:, :na].mean(1) - f[:, na:].mean(1)
 
 
+def design_target(space, claim: Mapping[str, Any], n: int, seed: int, mean_at) -> list[common.DesignTarget]:
+    """What the claim-targeted design reduces (:class:`.common.DesignTarget`): the effect,
+    a weighted sum of the metric at :func:`comparison_universes` of a reference set of
+    ``n`` points per level combination, and each reference point's local effect."""
+    base = common.reference_universes(space, n, seed, fix=claim["dimension"])
+    points = comparison_universes(claim, base)
+    local = local_effects(np.eye(len(points)), claim, len(base))  # linear: row i is point i's weights
+    return [common.DesignTarget(claim["name"], claim["metric"], points, local.mean(1), local, claim["relation"],
+                                common.margin(claim))]
+
+
 def gp_answer(sur, space, claim: Mapping[str, Any], base: Sequence[Mapping[str, Any]], n_samples: int,
               seed: int) -> dict[str, Any]:
     """The GP's answer from joint posterior samples of surrogate ``sur`` at

@@ -236,6 +236,14 @@ def observed_answer(space, universes: Sequence[Mapping[str, Any]], x, y, claim: 
     return out
 
 
+def design_target(space, claim: Mapping[str, Any], n: int, seed: int, mean_at) -> list[common.DesignTarget]:
+    """What the claim-targeted design reduces (:class:`.common.DesignTarget`): tau is
+    not a weighted sum of the metrics, so as a stand-in the posterior variance of each of
+    its two metrics over a reference set of ``n`` points per level combination."""
+    base = common.reference_universes(space, n, seed)
+    return [common.DesignTarget(claim["name"], m, base, integrated=True) for m in metrics(claim)]
+
+
 def analyse(claim: Mapping[str, Any], ctx, i: int, influence) -> dict[str, Any]:
     from multiverse.gp import MIN_FIT, RankWarp
     from multiverse.ids import derive_seed

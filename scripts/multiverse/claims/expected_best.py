@@ -73,6 +73,35 @@ def budgets(claim: Mapping[str, Any], n_a: int, n_b: int) -> list[int]:
     return list(range(claim.get("min_budget", 1), top + 1))
 
 
+def design_target(space, claim: Mapping[str, Any], n: int, seed: int, mean_at) -> list[common.DesignTarget]:
+    """What the claim-targeted design reduces (:class:`.common.DesignTarget`): the
+    difference at the least favourable budget, linearised where the GP's posterior mean
+    ``mean_at(metric, points)`` puts it: with each group's points in the order of their
+    mean, the estimator is a weighted sum of the sorted values
+    (:func:`multiverse.stats.mean_max_weights`), and the budget is the one whose
+    difference of means is least favourable to the claim. Over :func:`comparison.comparison_universes`
+    of a reference set of ``n`` points per level combination."""
+    from multiverse import stats
+
+    base = common.reference_universes(space, n, seed, fix=claim["dimension"])
+    points = comparison.comparison_universes(claim, base)
+    mu = np.asarray(mean_at(claim["metric"], points), dtype=float)
+    n_a = len(claim["a"]) * len(base)
+    groups = (np.arange(n_a), np.arange(n_a, len(points)))
+    ks = budgets(claim, n_a, len(points) - n_a)
+    if not ks:
+        return []
+    weights = []
+    for k in ks:
+        w = np.zeros(len(points))
+        for sign, idx in zip((1.0, -1.0), groups):
+            w[idx[np.argsort(mu[idx], kind="stable")]] = sign * stats.mean_max_weights(len(idx), k)
+        weights.append(w)
+    worst = int(np.argmin(stats.SIGN[claim["relation"]] * (np.array(weights) @ mu)))
+    return [common.DesignTarget(claim["name"], claim["metric"], points, weights[worst], relation=claim["relation"],
+                                margin=common.margin(claim))]
+
+
 def observed_budgets(ks: Sequence[int], n: int) -> list[int]:
     """The budgets where the observed side's interval is calibrated: ``k <= sqrt(n)`` for
     ``n`` universes in the smaller group (see the module's docstring)."""

@@ -126,6 +126,23 @@ def trend_universes(space, claim: Mapping[str, Any], base: Sequence[Mapping[str,
     return grid, t, base
 
 
+def design_target(space, claim: Mapping[str, Any], n: int, seed: int, mean_at) -> list[common.DesignTarget]:
+    """What the claim-targeted design reduces (:class:`.common.DesignTarget`): the
+    marginal trend's slope, a weighted sum of the metric on :func:`trend_universes` of a
+    reference set of ``n`` points shared out over the level combinations, and each
+    reference point's own slope."""
+    from multiverse import stats
+
+    grid, t, kept = trend_universes(space, claim, common.reference_universes(space, n, seed, per_level=True),
+                                    conditions(space, claim)[0])
+    if len(kept) < 2:
+        return []
+    eye = np.eye(len(grid)).reshape(len(grid), len(t), len(kept))
+    local = stats.slope(t, eye, axis=1)  # linear: row i is point i's weights
+    return [common.DesignTarget(claim["name"], claim["metric"], grid, local.mean(1), local, common.relation(claim),
+                                common.margin(claim))]
+
+
 def gp_family(sur, space, claim: Mapping[str, Any], base: Sequence[Mapping[str, Any]], conds: Sequence[Mapping],
               n_samples: int, seed: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Each condition's answer from sampled partial-dependence curves of the GP, all
