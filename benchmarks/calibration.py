@@ -308,7 +308,9 @@ def draw_table(grid: Grid, seed: int, rounds: Sequence[int] = ROUNDS, design: Ma
     diverged = grid.diverged()
     records, rows, used = [], [], set()
     for r in range(len(rounds)):
-        new, _, _ = design_round(r, list(rounds), space, design, derive_seed(seed, 2), records)
+        # round 0 is Sobol for every strategy (random included), so strategies start alike
+        settings = design if r else {**design, "strategy": "sobol"}
+        new, _, _ = design_round(r, list(rounds), space, settings, derive_seed(seed, 2), records)
         for i, u in enumerate(new):
             cell = snap(grid, space, u, used)
             used.add(cell)
@@ -404,9 +406,15 @@ def run_draw(grid: Grid, seed: int, report: Mapping[str, Any] | None = None,
              rounds: Sequence[int] = ROUNDS, seeds_read: int = 1) -> list[dict[str, Any]]:
     """Analyse one draw (:func:`draw_table`) with the report's code (``report``: settings
     that differ from the defaults) and score every claim."""
+    df, _ = draw_table(grid, seed, rounds, seeds_read=seeds_read)
+    return analyse_table(grid, df, seed, report)
+
+
+def analyse_table(grid: Grid, df, seed: int, report: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Analyse a study table ``df`` on ``grid``'s space with the report's code and score
+    every claim of ``grid`` against the grid's truth."""
     from multiverse import report as R
 
-    df, _ = draw_table(grid, seed, rounds, seeds_read=seeds_read)
     config = study_config(grid, seed, report)
     result = R.analyse(df, config, sensitivity=False)
     scored = []

@@ -134,8 +134,9 @@ SVM_FOLDS, SVM_SEED = 5, 0
 
 
 class _SVMCV:
-    """Mean validation accuracy of ``SVC(C, gamma)`` over a fixed stratified K-fold;
-    features standardised within each training fold."""
+    """Mean validation accuracy of ``SVC(C, gamma)`` (the universe's ``kernel``, RBF where
+    it has none) over a fixed stratified K-fold; features standardised within each
+    training fold."""
 
     def __init__(self, folds: int = SVM_FOLDS, seed: int = SVM_SEED):
         from sklearn.datasets import load_breast_cancer
@@ -158,7 +159,7 @@ class _SVMCV:
         out = np.zeros((len(universes), 2))
         for i, u in enumerate(universes):
             for a, b, c, d in self.folds:
-                m = SVC(C=u["C"], gamma=u["gamma"], kernel="rbf").fit(a, b)
+                m = SVC(C=u["C"], gamma=u["gamma"], kernel=u.get("kernel", "rbf")).fit(a, b)
                 out[i] += (m.score(c, d), m.score(a, b))
         out /= len(self.folds)
         return {"val_acc": out[:, 0], "train_acc": out[:, 1]}
