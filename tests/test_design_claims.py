@@ -157,3 +157,27 @@ def test_a_gp_claims_study_round_reads_its_claims_from_the_design_settings():
     chosen, _, info = design_round(1, [16, 4], SPACE, {**settings, "candidates": 16, "reference": 16}, 7, records)
     assert info["strategy"] == "gp-claims" and info["claims"] == ["cmp"] and len(chosen) == 4
     assert CLAIM_REFERENCE >= 8
+
+
+@pytest.mark.slow
+def test_one_line_switches_a_study_to_gp_claims_and_its_rounds_target_the_claims(tmp_path):
+    """The tiny study with ``design.strategy: gp-claims``, through the real workflow to its
+    round-1 design: round 0 is the same Sobol round as gp-ivr's, round 1 is chosen for the
+    config's claims with one exploration pick of two."""
+    import json
+    from pathlib import Path
+
+    from conftest import make_checkout, snakemake
+
+    cwd = make_checkout(tmp_path, design={"strategy": "gp-claims", "explore_share": 0.5})
+    target = Path("results/tiny/design/round_1.json")
+    res = snakemake(cwd, "--cores", "2", str(target))
+    assert res.returncode == 0, res.stderr[-3000:]
+    r1 = json.loads((cwd / target).read_text())
+    assert r1["strategy"] == "gp-claims" and len(r1["universes"]) == 2
+    assert r1["diagnostics"]["picks"] == ["claims", "exploration"]
+    assert set(r1["diagnostics"]["claims"]) <= {"adam_vs_sgd", "adaptive_gap", "gap_grows_with_batch",
+                                               "train_loss_vs_gap", "adam_expected_best"}
+    assert r1["diagnostics"]["claims"]
+    r0 = json.loads((cwd / "results/tiny/design/round_0.json").read_text())
+    assert r0["strategy"] == "sobol"

@@ -135,7 +135,7 @@ def claims_table(claims: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
             "GP P(holds at every condition)": (round(family["p_all"], 3) if r["label"] == "marginal"
                                                and family.get("conditions", 0) > 1 else np.nan),
             "GP estimate [95% CrI]": gp_est,
-            "GP share of multiverse where it holds [95% CrI]": share,
+            "GP share of multiverse where it holds [surely, possibly]": share,
             "observed P(holds), bootstrap": _p(o),
             "observed estimate [95% CI]": obs_est,
             "where it holds, fails or is uncertain (GP)": (g.get("regions") or {}).get("text", ""),
@@ -177,8 +177,8 @@ def headline(c: Mapping[str, Any]) -> dict[str, str]:
     if fails:
         text += " (fails for " + "; or ".join(leaf["rule"] for leaf in fails) + ")"
     if np.isfinite(g.get("fraction_holds", np.nan)):
-        text += (f"; its effect has the claimed sign on {g['fraction_holds']:.0%} of it "
-                 f"[{g['fraction_holds_lo']:.0%}, {g['fraction_holds_hi']:.0%}]")
+        text += (f"; its effect more likely than not has the claimed sign on {g['fraction_holds']:.0%} of it "
+                 f"(surely on {g['fraction_holds_lo']:.0%}, possibly on {g['fraction_holds_hi']:.0%})")
     family = c.get("family") or {}
     if family.get("conditions", 0) > 1:
         text += f"; P(holds at every one of its {family['conditions']} conditions) {family['p_all']:.2f}"
@@ -344,7 +344,7 @@ def markdown_claims(claims: Sequence[Mapping[str, Any]]) -> str:
         clean = {k: (np.nan if v is None else v) for k, v in x.items() if k.startswith("effect")}
         return fmt(clean) if clean else "n/a"
 
-    lines = ["| claim | verdict | GP P(holds) | GP estimate [95% CrI] | share where it holds [95% CrI] | "
+    lines = ["| claim | verdict | GP P(holds) | GP estimate [95% CrI] | share where it holds [surely, possibly] | "
              "observed estimate [95% CI] | where it holds, fails or is uncertain (GP) |",
              "|---|---|---|---|---|---|---|"]
     for c in claims:

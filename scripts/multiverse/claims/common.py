@@ -156,12 +156,23 @@ def local_summary(local, claim: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def with_fraction(summary: dict[str, Any], local, claim: Mapping[str, Any]) -> dict[str, Any]:
-    """Add the share of the multiverse where the claim holds (one share per sample)."""
+    """Add the share of the multiverse where the claim holds, from ``samples x points``
+    local effects: the share of reference points where it holds with posterior
+    probability above one half (each point labelled by its more likely side), bracketed
+    by the share where it surely holds (P >= ``P_HOLDS``) and the share where it possibly
+    holds (P > ``P_FAILS``), the local verdicts' thresholds.
+
+    Not the posterior mean of the per-sample share: a sampled function wiggles around
+    the mean, so wherever a local effect is near the threshold half the samples cross
+    it, which pulls that share towards one half (on the calibration benchmark's real
+    grids, 20 draws each, its median absolute error was 0.067-0.115 for four of six
+    claims; this share's 0.031-0.040 for four of them: the README's "Calibration on real
+    trainings")."""
     from multiverse import stats
 
-    frac = stats.holds_mask(local, relation(claim), margin(claim)).mean(1)
-    flo, fhi = stats.interval(frac)
-    return {**summary, "fraction_holds": float(frac.mean()), "fraction_holds_lo": flo, "fraction_holds_hi": fhi}
+    p = stats.holds_mask(local, relation(claim), margin(claim)).mean(0)
+    return {**summary, "fraction_holds": float(np.mean(p > 0.5)), "fraction_holds_lo": float(np.mean(p >= stats.P_HOLDS)),
+            "fraction_holds_hi": float(np.mean(p > stats.P_FAILS))}
 
 
 def region_features(space, universes: Sequence[Mapping[str, Any]], exclude: set[str]):
