@@ -175,8 +175,10 @@ def seed_noise(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, 
 class OutcomeFit:
     """A design GP of one outcome (:func:`fit_outcomes`): the model, each universe's mean
     over its seeds and observed noise of it (``yvar``, None with one seed read), the
-    per-seed and pooled seed variances, the outcome's standardising scale, the noise of
-    a new observation in standardised units, and the round's diagnostics of it."""
+    per-seed and pooled seed variances, the outcome's standardising scale, the noise
+    variance of a new universe's observation in standardised units (the learned noise;
+    with observed noise, the pooled seed variance over the ``replicates`` seeds it is
+    trained with), and the round's diagnostics of it."""
 
     model: Any
     mean: np.ndarray
@@ -193,6 +195,8 @@ def fit_outcomes(space: SearchSpace, observed: Sequence[Mapping[str, Any]], outc
     """The design's GP of each outcome (``outcomes``: name -> per universe one value or an
     ``n_seeds`` row), on every finished universe (:func:`seed_noise`; observed noise with
     ``replicates >= 2``)."""
+    import torch
+
     from multiverse.gp import fit_gp, lengthscales, noise_variance, outcome_scale
 
     fits = {}
@@ -202,11 +206,11 @@ def fit_outcomes(space: SearchSpace, observed: Sequence[Mapping[str, Any]], outc
         yvar = yvar if replicates >= 2 else None
         model = fit_gp(space, observed, mean, derive_seed(seed, 10 + k), yvar=yvar, categorical=categorical)
         scale = outcome_scale(model)
-        noise = noise_variance(model).mean()
+        noise = noise_variance(model).mean() if yvar is None else torch.as_tensor(pooled / replicates / scale**2)
         fits[name] = OutcomeFit(model, mean, yvar, per_seed, pooled, scale, noise, {
             "n_fit": int(np.isfinite(mean).sum()),
             "noise": "observed (train_Yvar from seeds)" if yvar is not None else "learned (homoscedastic)",
-            "noise_variance_standardised": float(noise),  # gp_ivr_round: that of its candidates
+            "noise_variance_standardised": float(noise),  # gp_ivr_round: its candidates' mean
             "lengthscales": lengthscales(model, space),
         })
     return fits
@@ -264,10 +268,9 @@ def gp_ivr_round(
         with torch.no_grad():
             cov = f.model.posterior(features(space, points, f.model)).distribution.covariance_matrix
         covs.append(cov / f.scale**2)
-        if f.yvar is None:
-            noise = f.noise.expand(len(cand) + len(repl))
-        else:  # a new universe: the pooled seed noise; a replicate: its own, over r more seeds
-            noise = torch.as_tensor(np.concatenate([np.full(len(cand), f.pooled), f.per_seed[repl]]) / replicates / f.scale**2)
+        noise = f.noise.expand(len(cand))
+        if f.yvar is not None:  # a replicate: its own seed noise, over r more seeds
+            noise = torch.cat([noise, torch.as_tensor(f.per_seed[repl] / replicates / f.scale**2)])
         noises.append(noise)
         f.info["noise_variance_standardised"] = float(noise.mean())
         if f.yvar is None:  # no observed noise: no replicates, the ratio does not matter

@@ -206,8 +206,7 @@ def block(fit, ref: Sequence[Mapping[str, Any]], targets, cand: Sequence[Mapping
     rows = torch.cat([torch.cat([C[r, r], C[r, t_] @ L.T], 1), torch.cat([L @ C[t_, r], L @ C[t_, t_] @ L.T], 1)])
     cross = torch.cat([C[r, c], L @ C[t_, c]])
     cov = torch.cat([torch.cat([rows, cross], 1), torch.cat([cross.T, C[c, c]], 1)])
-    noise = fit.noise.expand(n_c) if fit.yvar is None else torch.full((n_c,), fit.pooled / fit.scale**2, dtype=C.dtype)
-    return Block(cov, noise, n_rows)
+    return Block(cov, fit.noise.to(C.dtype).expand(n_c), n_rows)
 
 
 def gp_claims_round(
