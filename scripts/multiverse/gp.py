@@ -138,7 +138,13 @@ def fit_gp(
         model = SingleTaskGP(X, Y, train_Yvar=Yvar, input_transform=tf, likelihood=lik, covar_module=covar)
     else:
         model = SingleTaskGP(X, Y, train_Yvar=Yvar, input_transform=tf)
-    fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
+    # An ill-conditioned kernel matrix (e.g. many universes on one plateau under the linear
+    # kernel) can make L-BFGS's eigendecomposition fail; like a NotPSDError, that attempt
+    # is dropped and BoTorch retries from hyperparameters drawn from their priors.
+    from linear_operator.utils.errors import NotPSDError
+
+    fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model),
+                     caught_exception_types=(NotPSDError, torch.linalg.LinAlgError))
     model.eval()
     model.categorical = categorical
     return model
