@@ -181,3 +181,17 @@ def test_one_line_switches_a_study_to_gp_claims_and_its_rounds_target_the_claims
     assert r1["diagnostics"]["claims"]
     r0 = json.loads((cwd / "results/tiny/design/round_0.json").read_text())
     assert r0["strategy"] == "sobol"
+
+
+def test_claims_count_in_the_multiverse_hash_only_where_they_choose_the_universes():
+    from multiverse.config import load_config, multiverse_hash, with_defaults
+
+    from conftest import TINY
+
+    config = with_defaults(load_config(TINY))
+    edited = {**config, "claims": config["claims"][:1]}
+    assert multiverse_hash(config) == multiverse_hash(edited)  # gp-ivr: claims are read by the report only
+    assert multiverse_hash(config) == multiverse_hash({**config, "design": {**config["design"], "explore_share": 0.5}})
+    claims = {**config, "design": {**config["design"], "strategy": "gp-claims"}}
+    assert multiverse_hash(claims) != multiverse_hash({**claims, "claims": config["claims"][:1]})
+    assert multiverse_hash(claims) != multiverse_hash({**claims, "design": {**claims["design"], "explore_share": 0.5}})
