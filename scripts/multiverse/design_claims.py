@@ -227,7 +227,8 @@ def gp_claims_round(
 
     Args:
         outcomes: metric -> per universe values (one or ``n_seeds`` each): the design's
-            outcomes and every claim's metrics.
+            outcomes and every claim's metrics, each with at least ``MIN_FIT`` finite
+            values (:func:`multiverse.design.design_round` passes only those).
         exploration: the outcomes of the exploration picks (the design's
             ``outcomes``; default all of ``outcomes``).
 
@@ -236,23 +237,20 @@ def gp_claims_round(
     import torch
 
     from multiverse.claims import kind
-    from multiverse.design import MIN_FIT, candidates, fit_outcomes, gp_ivr_round
-    from multiverse.gp import features
+    from multiverse.design import candidates, fit_outcomes, gp_ivr_round
+    from multiverse.gp import features, posterior_mean_std
 
     exploration = list(exploration or outcomes)
-    usable = {m: v for m, v in outcomes.items() if np.isfinite(np.asarray(v, dtype=float)).reshape(len(observed), -1)
-              .any(1).sum() >= MIN_FIT}
     if not claims:
         log.warning("design.strategy gp-claims: the config has no claims; this round is gp-ivr")
         chosen, repl, info = gp_ivr_round(space, observed, {m: outcomes[m] for m in exploration}, n, seed,
                                           n_candidates, n_reference, replicates, categorical)
         return chosen, repl, {**info, "fallback": "no claims in the config: gp-ivr"}
-    fits = fit_outcomes(space, observed, usable, seed, replicates, categorical)
+    fits = fit_outcomes(space, observed, outcomes, seed, replicates, categorical)
 
     def mean_at(metric: str, points: Sequence[Mapping[str, Any]]) -> np.ndarray:
         model = fits[metric].model
-        with torch.no_grad():
-            return model.posterior(features(space, points, model)).mean.reshape(-1).numpy()
+        return posterior_mean_std(model, features(space, points, model))[0]
 
     targets = []
     for i, claim in enumerate(claims):
