@@ -297,20 +297,21 @@ def draw_table(grid: Grid, seed: int, rounds: Sequence[int] = ROUNDS, design: Ma
     those of the ``seeds_read=1`` draw."""
     import pandas as pd
 
-    from multiverse.design import design_round
+    from multiverse.design import design_round, sampling_record
     from multiverse.ids import derive_seed, universe_id
     from multiverse.space import SearchSpace
 
     space = SearchSpace.from_config(grid.space)
     design = {"strategy": "gp-ivr", "outcomes": grid.outcomes, "candidates": 512, "reference": 256,
-              "replicates": 1, "categorical": "onehot", **(design or {})}
+              "replicates": 1, "categorical": "onehot", "sampling": "greedy", "uniform_share": 0.5, **(design or {})}
     rng = np.random.default_rng(derive_seed(seed, 1))
     diverged = grid.diverged()
     records, rows, used = [], [], set()
     for r in range(len(rounds)):
         # round 0 is Sobol for every strategy (random included), so strategies start alike
         settings = design if r else {**design, "strategy": "sobol"}
-        new, _, _ = design_round(r, list(rounds), space, settings, derive_seed(seed, 2), records)
+        new, _, info = design_round(r, list(rounds), space, settings, derive_seed(seed, 2), records)
+        drawn = sampling_record(r, info["strategy"], info, len(new))
         for i, u in enumerate(new):
             cell = snap(grid, space, u, used)
             used.add(cell)
@@ -323,8 +324,12 @@ def draw_table(grid: Grid, seed: int, rounds: Sequence[int] = ROUNDS, design: Ma
             for k in range(seeds_read) if seeds_read > 1 else [s]:
                 metrics = {m: float(v[cell + (k,)]) for m, v in grid.values.items()}
                 status = "diverged" if diverged is not None and diverged[cell + (k,)] else "ok"
-                rows.append({"universe": uid, "round": r, "seed": k, "status": status, **params, **metrics})
-    return pd.DataFrame(rows), used
+                rows.append({"universe": uid, "round": r, "seed": k, "status": status, **params, **metrics,
+                             "design_weight": drawn[i]["weight"], "design_draws": drawn[i]["draws"]})
+    df = pd.DataFrame(rows)
+    for col in ("design_weight", "design_draws"):
+        df[col] = pd.to_numeric(df[col], errors="coerce").astype(float)
+    return df, used
 
 
 def study_config(grid: Grid, seed: int, report: Mapping[str, Any] | None = None) -> dict:
@@ -364,6 +369,12 @@ def score(grid: Grid, result: Mapping[str, Any], labels_truth=None, cells=None) 
         out["obs_covers"] = covers(obs, ot) if np.isfinite(ot) else np.nan
     else:
         out["obs_covers"] = covers(obs, t["truth"])
+    des = result.get("design") or {"verdict": "too few universes"}
+    out["design_effect"], out["design_lo"], out["design_hi"] = (des.get("effect", np.nan), des.get("effect_lo", np.nan),
+                                                                 des.get("effect_hi", np.nan))
+    out["design_verdict"], out["design_covers"] = des["verdict"], covers(des, t["truth"])
+    out["design_decided"] = des["verdict"] in DECIDED
+    out["design_wrong"] = wrong(des["verdict"], out["true_holds"])
     out["gp_decided"] = gp["verdict"] in DECIDED
     out["gp_wrong"] = wrong(gp["verdict"], out["true_holds"])
     out["obs_decided"] = obs["verdict"] in DECIDED
@@ -403,10 +414,12 @@ def reference_cells(grid: Grid, ctx, claim: Mapping[str, Any]) -> list[tuple]:
 
 
 def run_draw(grid: Grid, seed: int, report: Mapping[str, Any] | None = None,
-             rounds: Sequence[int] = ROUNDS, seeds_read: int = 1) -> list[dict[str, Any]]:
-    """Analyse one draw (:func:`draw_table`) with the report's code (``report``: settings
-    that differ from the defaults) and score every claim."""
-    df, _ = draw_table(grid, seed, rounds, seeds_read=seeds_read)
+             rounds: Sequence[int] = ROUNDS, seeds_read: int = 1, design: Mapping[str, Any] | None = None,
+             ) -> list[dict[str, Any]]:
+    """Analyse one draw (:func:`draw_table`; ``design``: design settings that differ from
+    gp-ivr's greedy rounds) with the report's code (``report``: settings that differ from
+    the defaults) and score every claim."""
+    df, _ = draw_table(grid, seed, rounds, design, seeds_read=seeds_read)
     return analyse_table(grid, df, seed, report)
 
 
@@ -466,6 +479,11 @@ def summary(rows: Sequence[Mapping[str, Any]]):
             "GP coverage": rate(d["gp_covers"]), "observed coverage": rate(d["obs_covers"]),
             "GP decided where clear": rate(clear["gp_decided"]) if len(clear) else "truth not clear",
             "GP wrong confident": rate(d["gp_wrong"]), "observed wrong confident": rate(d["obs_wrong"]),
+            "GP width": f"{(d['gp_hi'] - d['gp_lo']).mean():.3f}",
+            "design coverage": rate(d["design_covers"]),
+            "design decided where clear": rate(clear["design_decided"]) if len(clear) else "truth not clear",
+            "design wrong confident": rate(d["design_wrong"]),
+            "design width": f"{(d['design_hi'] - d['design_lo']).mean():.3f}",
             "median abs error of share where it holds": f"{share.median():.3f}" if len(share) else "n/a",
             "label disagreement (mean share)": f"{lab.mean():.3f}" if len(lab) else "n/a",
         })
@@ -483,12 +501,16 @@ def main(argv: Sequence[str]) -> None:
     ap.add_argument("--out", default=str(CACHE_DIR), help="folder for the per-draw rows (draws.csv)")
     ap.add_argument("--seeds-read", type=int, default=1, choices=(1, SEEDS),
                     help=f"{SEEDS}: every universe's {SEEDS} seeds in the table, so the report fits their noise")
+    ap.add_argument("--design", nargs="*", default=[], metavar="KEY=VALUE",
+                    help="design settings that differ from gp-ivr's greedy rounds, e.g. sampling=randomised or "
+                         "strategy=sobol")
     ap.add_argument("--report", nargs="*", default=[], metavar="KEY=VALUE",
                     help="report settings that differ from the defaults, e.g. input_warping=true")
     args = ap.parse_args(argv)
     import yaml
 
     report = {k: yaml.safe_load(v) for k, v in (kv.split("=", 1) for kv in args.report)}
+    design = {k: yaml.safe_load(v) for k, v in (kv.split("=", 1) for kv in args.design)}
     torch.set_num_threads(1)
     rows = []
     for name in args.grids:
@@ -497,7 +519,7 @@ def main(argv: Sequence[str]) -> None:
         print(f"# {name}: {grid.description} (grid ready in {time.perf_counter() - start:.0f} s)", flush=True)
         for s in range(args.first, args.first + args.draws):
             t0 = time.perf_counter()
-            for r in run_draw(grid, s, report, seeds_read=args.seeds_read):
+            for r in run_draw(grid, s, report, seeds_read=args.seeds_read, design=design):
                 rows.append({"grid": name, **r})
             print(f"  draw {s}: {time.perf_counter() - t0:.0f} s", file=sys.stderr, flush=True)
     out = Path(args.out)

@@ -21,6 +21,10 @@ def universe_row(record: Mapping[str, Any], space_names: Sequence[str], metrics:
     same config."""
     row: dict[str, Any] = {k: record.get(k, 0) for k in ("id", "round", "index", "replicate", "seed")}
     row["strategy"] = record.get("strategy")
+    # how the design drew it: the inverse-probability weight relative to the uniform
+    # multiverse (NaN when a greedy round chose it) and times drawn (multiverse.design_based)
+    row["design_weight"] = record.get("design_weight", float("nan"))
+    row["design_draws"] = record.get("design_draws", float("nan"))
     # the universe a row belongs to: its own id, or the one whose seeds it adds to
     row["universe"] = record.get("replicate_of") or record["id"]
     row.update({n: record["params"].get(n) for n in space_names})
@@ -43,6 +47,8 @@ def multiverse_table(
         df[k] = v
     df["error"] = df["error"].astype("string")
     df["diverged_epoch"] = df["diverged_epoch"].astype("Int64")
+    for col in ("design_weight", "design_draws"):
+        df[col] = pd.to_numeric(df[col], errors="coerce").astype(float)
     return df
 
 
@@ -65,6 +71,10 @@ def aggregate(
         design = designs[r["round"]]
         r["versions"] = {**r.get("versions", {}), **{k: v for k, v in design["versions"].items() if k != "python"}}
         r["strategy"] = design["strategy"]
+        drawn = next((u for u in design["universes"] if u["index"] == r.get("index")), {})
+        uniform = r["round"] == 0 or design["strategy"] in ("sobol", "random")  # a design file before weights
+        r["design_weight"] = drawn.get("weight", 1.0 if uniform else None)
+        r["design_draws"] = drawn.get("draws", 1 if uniform else None)
         records.append(r)
     provenance = {"config_hash": config_hash, **{f"version_{k}": v for k, v in versions(["pandas", "pyarrow"]).items() if k != "python"}}
     df = multiverse_table(records, space_names, provenance, metrics)

@@ -108,11 +108,13 @@ def multiverse_hash(config: Mapping[str, Any]) -> str:
             core["claims"] = config.get("claims", [])
         else:
             core["design"] = {k: v for k, v in core["design"].items() if k != "explore_share"}
+        if core["design"].get("sampling", "greedy") == "greedy":  # greedy rounds read neither
+            core["design"] = {k: v for k, v in core["design"].items() if k not in ("sampling", "uniform_share")}
     return config_hash(core)
 
 
 #: The ``design`` keys a GP round reads (besides the round sizes, a param of their own).
-GP_SETTINGS = ("outcomes", "candidates", "reference", "replicates", "categorical")
+GP_SETTINGS = ("outcomes", "candidates", "reference", "replicates", "categorical", "sampling", "uniform_share")
 
 
 def round_settings(design: Mapping[str, Any], round_: int, claims: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
@@ -126,7 +128,9 @@ def round_settings(design: Mapping[str, Any], round_: int, claims: Sequence[Mapp
         return {"strategy": "grid", "grid_levels": design["grid_levels"]}
     if strategy in ("random", "sobol") or round_ == 0:
         return {"strategy": "sobol" if strategy != "random" else "random"}
-    settings = {"strategy": strategy, **{k: design[k] for k in GP_SETTINGS}}
+    settings = {"strategy": strategy, **{k: design[k] for k in GP_SETTINGS if k in design}}
+    if settings.get("sampling", "greedy") == "greedy":  # greedy rounds read neither: no rerun when they change
+        settings = {k: v for k, v in settings.items() if k not in ("sampling", "uniform_share")}
     if strategy == "gp-claims":  # its rounds read the claims: editing one reruns them
         settings.update(explore_share=design["explore_share"], claims=[dict(c) for c in claims])
     return settings
@@ -408,6 +412,9 @@ def check_design(config: Mapping[str, Any], metrics: Mapping[str, Any]) -> None:
     seeds = config["training"]["seeds"]
     if design["replicates"] > seeds:
         raise ConfigError("design.replicates", f"at most training.seeds ({seeds})", design["replicates"])
+    if design.get("sampling") == "randomised" and design["replicates"] > 1:
+        raise ConfigError("design.sampling", "greedy when design.replicates > 1 (a randomised round draws new "
+                          "universes only)", "randomised")
     size = space_size(space)
     if design["strategy"] == "grid":
         size = grid_size(space, design["grid_levels"])

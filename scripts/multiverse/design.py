@@ -291,6 +291,59 @@ def gp_ivr_round(
     return chosen, replicate_of, diagnostics
 
 
+def sampling_probabilities(score: np.ndarray, uniform_share: float) -> np.ndarray:
+    """Each candidate's probability of being drawn: ``score``'s share, mixed with the
+    uniform ``1 / M`` so that no probability falls below ``uniform_share / M`` (no
+    universe's weight exceeds ``1 / uniform_share``)."""
+    score = np.clip(np.nan_to_num(np.asarray(score, dtype=float), nan=0.0), 0.0, None)
+    M = len(score)
+    share = score / score.sum() if score.sum() > 0 else np.full(M, 1.0 / M)
+    return (1.0 - uniform_share) * share + uniform_share / M
+
+
+def randomised_draws(space: SearchSpace, score, n: int, seed: int, n_candidates: int,
+                     uniform_share: float) -> tuple[list[dict], list[dict], dict[str, Any]]:
+    """A randomised round: ``n`` independent draws from a uniform candidate set (Sobol
+    points over the numeric dimensions crossed with every level combination, finished
+    universes included, so that the set stays a uniform sample of the multiverse), each
+    candidate with probability :func:`sampling_probabilities` of ``score(candidates)``.
+    Active statistical inference (Zrnic & Candès 2024) draws where the surrogate is
+    unsure, with probabilities it knows, so that the design-based answer
+    (:mod:`multiverse.design_based`) can weight each universe by their inverse.
+
+    Returns the drawn universes (a candidate drawn twice is trained twice, as two
+    independent draws), for each ``{"probability", "candidates", "weight", "draws"}``
+    (``weight = 1 / (M p)``: the inverse of its density relative to the uniform
+    multiverse), and diagnostics."""
+    cand = space.enumerated(n_candidates, derive_seed(seed, 1))
+    p = sampling_probabilities(score(cand), uniform_share)
+    rng = np.random.default_rng(derive_seed(seed, 7))
+    picks = rng.choice(len(cand), size=n, p=p)
+    M = len(cand)
+    info = [{"probability": float(p[j]), "candidates": M, "weight": float(1.0 / (M * p[j])), "draws": 1} for j in picks]
+    diagnostics = {"sampling": "randomised", "candidates": M, "probability_sum": float(p.sum()),
+                   "uniform_share": uniform_share, "weight_range": [float(1 / (M * p.max())), float(1 / (M * p.min()))]}
+    return [dict(cand[j]) for j in picks], info, diagnostics
+
+
+def predictive_sd(fits: Mapping[str, "OutcomeFit"], space: SearchSpace, universes: Sequence[Mapping[str, Any]],
+                  weights: Mapping[str, np.ndarray] | None = None) -> np.ndarray:
+    """The root mean standardised predictive variance (posterior plus a new
+    observation's noise) of the outcomes at ``universes``, each outcome's variance
+    times its ``weights`` (default 1): what a randomised round's probabilities follow."""
+    import torch
+
+    from multiverse.gp import features
+
+    total = np.zeros(len(universes))
+    for name, f in fits.items():
+        with torch.no_grad():
+            var = f.model.posterior(features(space, universes, f.model)).variance.reshape(-1).numpy()
+        v = var / f.scale**2 + float(f.noise)
+        total += v * (1.0 if weights is None else np.asarray(weights[name], dtype=float) ** 2)
+    return np.sqrt(total / max(1, len(fits)))
+
+
 def _new_distinct(draw, n: int, done: set, space: SearchSpace, what: str) -> list[dict]:
     """The first ``n`` universes of ``draw(k)`` (k = 0, 1, ...) that are neither finished
     nor drawn before; raises when the space runs out."""
@@ -347,6 +400,9 @@ def design_round(
         # Later Sobol rounds continue the same sequence rather than restarting it.
         draw = lambda k: space.sobol(start + n * (k + 1), derive_seed(seed, 0))[start:]  # noqa: E731
         return _new_distinct(draw, n, done, space, "design.strategy sobol"), new, {"strategy": "sobol", **info}
+    if design.get("sampling") == "randomised":
+        return randomised_round(space, universes, finite, claims if strategy == "gp-claims" else None, n,
+                                derive_seed(seed, round_), design)
     if strategy == "gp-claims":
         from multiverse.design_claims import gp_claims_round
 
@@ -361,6 +417,65 @@ def design_round(
         design["reference"], design["replicates"], design["categorical"],
     )
     return chosen, [None if r is None else ids[r] for r in repl], {"strategy": "gp-ivr", **info}
+
+
+def claim_relevance(space: SearchSpace, claims: Sequence[Mapping[str, Any]], universes: Sequence[Mapping[str, Any]],
+                    ) -> dict[str, np.ndarray]:
+    """How much each universe's residual of each claim metric weighs in the claims'
+    statistics, up to a constant: a comparison's or expected best's universes in its two
+    groups (1; 0 elsewhere), a trend's by their distance from the middle of its dimension
+    (a slope's influence), a correlation's all (1). Per metric, the root sum of squares
+    over the claims that read it."""
+    from multiverse.claims import kind
+
+    out: dict[str, np.ndarray] = {}
+    for c in claims:
+        t = c.get("type", "comparison")
+        if t in ("comparison", "expected_best"):
+            levels = list(c["a"]) + list(c["b"])
+            r = np.array([float(u[c["dimension"]] in levels) for u in universes])
+        elif t == "trend":
+            d = space[c["dimension"]]
+            r = np.array([abs(float(d.to_unit([u[d.name]])[0]) - 0.5) * 2 if d.is_active(u) else 0.0 for u in universes])
+        else:
+            r = np.ones(len(universes))
+        for m in kind(c).metrics(c):
+            out[m] = np.sqrt(out.get(m, 0.0) ** 2 + r**2)
+    return out
+
+
+def randomised_round(space: SearchSpace, observed: Sequence[Mapping[str, Any]], outcomes: Mapping[str, Any],
+                     claims: Sequence[Mapping[str, Any]] | None, n: int, seed: int, design: Mapping[str, Any],
+                     ) -> tuple[list[dict], list[None], dict[str, Any]]:
+    """A randomised GP round (``design.sampling: randomised``): :func:`randomised_draws`
+    with probabilities that follow the surrogate's predictive uncertainty: under gp-ivr,
+    of the design's outcomes; under gp-claims (``claims``), of the claims' metrics, each
+    universe's weighted by how much it weighs in the claims' statistics
+    (:func:`claim_relevance`). Mixed with uniform by ``design.uniform_share``."""
+    fits = fit_outcomes(space, observed, outcomes, seed, 1, design["categorical"])
+    if claims:
+        metrics = [m for m in claim_metrics(claims) if m in fits]
+        fits = {m: fits[m] for m in metrics} or fits
+        score = lambda cand: predictive_sd(fits, space, cand, claim_relevance(space, claims, cand) if metrics else None)  # noqa: E731
+    else:
+        fits = {m: f for m, f in fits.items() if m in design.get("outcomes", fits)} or fits
+        score = lambda cand: predictive_sd(fits, space, cand)  # noqa: E731
+    chosen, info, diag = randomised_draws(space, score, n, seed, design["candidates"], design["uniform_share"])
+    return chosen, [None] * n, {"strategy": design["strategy"], "outcomes": {m: f.info for m, f in fits.items()},
+                                "draws": info, **diag}
+
+
+def sampling_record(round_: int, strategy: str, info: Mapping[str, Any], n: int) -> list[dict[str, Any]]:
+    """Each universe's sampling record for the design file: how it was drawn, with what
+    probability (``probability`` among ``candidates``), its inverse-probability
+    ``weight`` relative to the uniform multiverse (1 for a uniform draw; None when a
+    greedy GP round or a grid chose it) and ``draws``."""
+    if "draws" in info:
+        return [{"sampling": "randomised", **d} for d in info["draws"]]
+    if strategy in ("sobol", "random"):
+        return [{"sampling": "uniform", "probability": None, "candidates": None, "weight": 1.0, "draws": 1}] * n
+    return [{"sampling": "greedy" if strategy != "grid" else "grid", "probability": None, "candidates": None,
+             "weight": None, "draws": None}] * n
 
 
 def design_state(
@@ -378,9 +493,12 @@ def design_state(
     diagnostics."""
     space = SearchSpace.from_config(space_config)
     universes, replicate_of, info = design_round(round_, sizes, space, design, seed, previous)
+    strategy = info.pop("strategy")
+    sampling = sampling_record(round_, strategy, info, len(universes))
+    info.pop("draws", None)
     return {
         "round": round_,
-        "strategy": info.pop("strategy"),
+        "strategy": strategy,
         "n_previous": len(previous),
         "diagnostics": info,
         "versions": dict(versions),
@@ -394,6 +512,7 @@ def design_state(
                 "seed": replicate_seed(seed, round_, i, 0),
                 "replicate_of": rep,
                 "params": u,
+                **sampling[i],
             }
             for i, (u, rep) in enumerate(zip(universes, replicate_of))
         ],

@@ -27,12 +27,12 @@ figcaption { font-size: 0.85em; color: #555; }
 .badge { display: inline-block; min-width: 11em; padding: 2px 8px; margin-right: 0.6em; border-radius: 4px;
          color: #fff; font-weight: bold; font-size: 0.85em; text-align: center; }
 .holds { background: #1b7837; } .fails { background: #b2182b; } .equivalent { background: #2166ac; }
-.depends { background: #e08214; } .uncertain, .too-few { background: #777; }
+.uncertain, .too-few { background: #777; }
 ul.headline { list-style: none; padding-left: 0; } ul.headline li { margin: 0.5em 0; }
 """
 
-BADGE_CLASS = {"holds": "holds", "fails": "fails", "equivalent": "equivalent", "depends on the choices": "depends",
-               "uncertain": "uncertain", "too few universes": "too-few"}
+BADGE_CLASS = {"holds": "holds", "fails": "fails", "equivalent": "equivalent", "uncertain": "uncertain",
+               "too few universes": "too-few"}
 
 
 def headline(claims) -> str:
@@ -73,11 +73,16 @@ def write_report(path: str, config: Mapping[str, Any], df: pd.DataFrame, result:
         f"<style>{CSS}</style></head><body>",
         f"<h1>Multiverse report: {_html.escape(study)}</h1>",
         f"<p>{n_u} universes ({n_runs} training runs: {_html.escape(statuses(df['status'].value_counts().to_dict()))}). "
-        "Every verdict gives the GP surrogate's answer (joint posterior samples: 95% credible intervals) beside a "
-        "model-free bootstrap over the observed universes (95% intervals); where they disagree, the verdict says so. "
-        "A claim holds at P(holds) &ge; 0.95 and fails at P(holds) &le; 0.05; with a margin, it is equivalent "
-        "at P(|effect| &lt; margin) &ge; 0.95. It <i>depends on the choices</i> where the multiverse has both a "
-        "region where it holds and one where it fails (each at least 10%, by local verdicts).</p>",
+        "Each claim has one verdict, the same in its badge, the table and its section. It rests on the "
+        "<i>design-based</i> answer: the surrogate's prediction over the multiverse corrected by the residuals of "
+        "the universes the design drew with known probability, each weighted by the inverse of that probability "
+        "(prediction-powered inference), so that its 95% confidence interval holds whatever the surrogate. Beside "
+        "it stands the <i>model-based</i> answer of the GP surrogate (95% credible intervals from joint posterior "
+        "samples), with where the model finds the claim holds, fails or is uncertain; where the two disagree, the "
+        "verdict says so. A claim holds when its one-sided 95% bound lies on the claim's side (P(holds) &ge; "
+        "0.95), fails at P(holds) &le; 0.05; with a margin, it is equivalent at P(|effect| &lt; margin) &ge; 0.95. "
+        "Design-based answers estimate the average over universes where the metric is defined: a failed universe, "
+        "and for losses, the gap and sharpness a diverged one, count as not defined.</p>",
         "<h2>The claims at a glance</h2>",
         headline(result["claims"]),
     ]
@@ -94,7 +99,10 @@ def write_report(path: str, config: Mapping[str, Any], df: pd.DataFrame, result:
                   f"<p><b>Verdict:</b> {_html.escape(c['summary'])}</p>"]
         regions = (c["gp"].get("regions") or {}).get("text")
         if regions:
-            parts.append(f"<p><b>Where it holds and flips (GP):</b> {_html.escape(regions)}</p>")
+            parts.append(f"<p><b>Where it holds and flips (model-based, GP):</b> {_html.escape(regions)}</p>")
+        d = c.get("design") or {}
+        if d.get("note"):
+            parts.append(f"<p><b>Design-based answer read from:</b> {_html.escape(d['note'])}.</p>")
         parts += [_img(main_png, f"{c['statement']}: the evidence behind the verdict"),
                   _img(where_png, f"{c['statement']}: where in the multiverse it holds")]
     parts += ["<h2>Which choices matter: Sobol indices</h2>",

@@ -156,16 +156,18 @@ def specification_curve(data: Mapping[str, Any], space: SearchSpace, metric: str
 
 
 def claims_forest(claims: Sequence[Mapping[str, Any]], path: str) -> None:
-    """Each claim's effect with its 95% interval: GP (credible) and observed (bootstrap).
+    """Each claim's effect with its 95% interval: design-based (confidence), GP (credible)
+    and observed (bootstrap).
 
     One panel per claim, each on its own scale since claims compare different metrics.
     """
     sns.set_theme(style="whitegrid", context="paper")
     n = max(1, len(claims))
-    fig, axes = plt.subplots(n, 1, figsize=(8, 1.6 * n + 0.6), squeeze=False)
+    fig, axes = plt.subplots(n, 1, figsize=(8, 1.9 * n + 0.6), squeeze=False)
     for ax, c in zip(axes[:, 0], claims):
-        for k, (src, key) in enumerate((("GP surrogate (95% CrI)", "gp"), ("observed universes (95% bootstrap CI)", "observed"))):
-            e = c[key]
+        for k, (src, key) in enumerate((("design-based (95% CI)", "design"), ("GP surrogate (95% CrI)", "gp"),
+                                         ("observed universes (95% bootstrap CI)", "observed"))):
+            e = c.get(key) or {"effect": np.nan}
             if not np.isfinite(e["effect"]):
                 continue
             ax.errorbar([e["effect"]], [k], xerr=[[e["effect"] - e["effect_lo"]], [e["effect_hi"] - e["effect"]]],
@@ -173,15 +175,15 @@ def claims_forest(claims: Sequence[Mapping[str, Any]], path: str) -> None:
             ax.annotate(f"P(holds) = {e['p_holds']:.2f}", (e["effect"], k), textcoords="offset points",
                         xytext=(6, 5), fontsize=7)
         ax.axvline(0, color="k", lw=0.8)
-        ax.set_yticks([0, 1], ["GP", "observed"])
-        ax.set_ylim(1.6, -0.6)
+        ax.set_yticks([0, 1, 2], ["design-based", "GP", "observed"])
+        ax.set_ylim(2.6, -0.6)
         from multiverse.claims import TYPES
 
         kind = TYPES[c["type"]]
         ms = " vs ".join(kind.metrics(c["claim"]))
         ax.set_title(f"{c['statement']}  [{ms}]: {c['summary']}", fontsize=8, wrap=True)
         ax.set_xlabel(f"{kind.STATISTIC} ({ms})")
-    fig.suptitle("Claims: GP verdict beside the observed universes, 95% intervals", y=1.0)
+    fig.suptitle("Claims: the design-based answer beside the GP's and the observed universes', 95% intervals", y=1.0)
     fig.tight_layout()
     _save(fig, path)
 

@@ -62,11 +62,22 @@ def judge_claims(claims: Sequence[Mapping[str, Any]], ctx: common.Context, infl:
         checks = res.get("diagnostics") or {m: diag[m] for m in ms}
         poor = [m for m, d in checks.items() if d is not None and not d["ok"]]
         res["surrogate_ok"] = not poor
+        notes = []
         if poor:
-            res["summary"] += "; surrogate fits poorly for " + ", ".join(
-                f"{m} (LOO R^2 {checks[m]['r2']:.2f}, 95% coverage {checks[m]['coverage']:.2f})" for m in poor)
+            notes.append("the model-based answer's surrogate fits poorly for " + ", ".join(
+                f"{m} (LOO R^2 {checks[m]['r2']:.2f}, 95% coverage {checks[m]['coverage']:.2f})" for m in poor))
         if res.get("read_where"):
-            res["summary"] += "; " + res["read_where"]
+            notes.append(res["read_where"])
+        rel = common.relation(claim)
+        # one verdict per row (a trend's conditions too), resting on the design-based answer
+        for row in res.get("conditions") or [res]:
+            row["cross_check"] = row["summary"]  # the GP beside the observed universes' bootstrap
+            decided = common.decide(row["design"], row["gp"], rel, not poor)
+            row["verdict"], row["rests_on"] = decided["verdict"], decided["rests_on"]
+            row["summary"] = "; ".join([decided["summary"], *notes])
+        if res.get("conditions"):
+            for k in ("verdict", "rests_on", "summary", "cross_check"):
+                res[k] = res["conditions"][0][k]
         results.append({"name": claim["name"], "type": kind.NAME, "statement": claim.get("statement") or kind.statement(claim),
                         "claim": dict(claim), **res})
     return results
@@ -112,7 +123,7 @@ def claims_table(claims: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     estimate with its 95% interval."""
 
     def row(c: Mapping[str, Any], r: Mapping[str, Any]) -> dict:
-        g, o = r["gp"], r["observed"]
+        g, o, d = r["gp"], r["observed"], r.get("design") or {}
         share = (f"{g['fraction_holds']:.2f} [{g['fraction_holds_lo']:.2f}, {g['fraction_holds_hi']:.2f}]"
                  if np.isfinite(g.get("fraction_holds", np.nan)) else "n/a")
         gp_est, obs_est = fmt(g), fmt(o)
@@ -130,6 +141,8 @@ def claims_table(claims: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
             "statistic": C.TYPES[c["type"]].STATISTIC,
             "margin": c["claim"].get("margin") or np.nan,
             "verdict": r["summary"],
+            "design-based estimate [95% CI]": fmt(d) if d else "n/a",
+            "design-based P(holds)": _p(d) if d else np.nan,
             "GP P(holds)": _p(g),
             "GP P(equivalent)": _p(g, "p_equivalent"),
             "GP P(holds at every condition)": (round(family["p_all"], 3) if r["label"] == "marginal"
@@ -144,50 +157,49 @@ def claims_table(claims: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame([row(c, r) for c in claims for r in C.TYPES[c["type"]].rows(c)])
 
 
-#: The headline's badges.
-BADGES = ("holds", "fails", "equivalent", "depends on the choices", "uncertain", "too few universes")
+#: The headline's badges: a claim's one verdict (:func:`multiverse.claims.common.decide`).
+BADGES = ("holds", "fails", "equivalent", "uncertain", "too few universes")
 
 
 def headline(c: Mapping[str, Any]) -> dict[str, str]:
     """One claim's badge and plain sentence for the top of the report.
 
-    The badge is the GP's verdict, or *depends on the choices* when the multiverse has
-    both a region where the claim holds and one where it fails, each of at least 10% of
-    it (by local verdicts); without a surrogate, the observed universes' verdict.
+    The badge is the claim's one verdict (:func:`multiverse.claims.common.decide`): the
+    design-based answer's, whose interval holds whatever the surrogate; the sentence
+    gives that answer, then the model-based (GP) answer and where the model finds the
+    claim holds, fails or is uncertain, labelled as the model's.
     """
-    g, o = c["gp"], c["observed"]
-    source = g if g["verdict"] != common.TOO_FEW else o
+    g, d = c["gp"], c.get("design") or {}
+    badge = c.get("verdict") or g["verdict"]
+    stat = C.TYPES[c["type"]].STATISTIC
+    if c.get("rests_on") == "design":
+        text = (f"{c['statement']}: {badge} (design-based: {stat} {fmt(d)}, P(holds) {d['p_holds']:.2f}, "
+                f"from {d.get('n', 0)} universes drawn with known probability)")
+        if np.isfinite(g.get("effect", np.nan)):
+            text += f"; model-based (GP): {g['verdict']}, {fmt(g)}"
+    elif np.isfinite(g.get("effect", np.nan)):
+        text = f"{c['statement']}: {badge} (model-based only, GP: {stat} {fmt(g)}, P(holds) {g['p_holds']:.2f})"
+    else:
+        return {"badge": badge, "text": f"{c['statement']}: too few universes to say."}
+    if "p_equivalent" in (d if c.get("rests_on") == "design" else g):
+        text += f", P(equivalent within {c['claim']['margin']:g}) {(d if c.get('rests_on') == 'design' else g)['p_equivalent']:.2f}"
     regions = g.get("regions") or {}
     shares = regions.get("shares", {})
-    badge = source["verdict"]
-    if shares.get("holds", 0) >= 0.1 and shares.get("fails", 0) >= 0.1:
-        badge = "depends on the choices"
-    who = "the GP surrogate" if source is g else "the observed universes"
-    if not np.isfinite(source.get("effect", np.nan)):
-        text = f"{c['statement']}: too few universes to say."
-        return {"badge": badge, "text": text}
-    text = f"{c['statement']}: {badge} ({who}: {C.TYPES[c['type']].STATISTIC} {fmt(source)}, P(holds) {source['p_holds']:.2f}"
-    if "p_equivalent" in source:
-        text += f", P(equivalent within {c['claim']['margin']:g}) {source['p_equivalent']:.2f}"
-    text += ")"
     if shares:
         order = sorted(shares, key=lambda lb: common.LABEL_ORDER.index(lb) if lb in common.LABEL_ORDER else 9)
-        text += "; by local verdicts it " + ", ".join(f"{lb} on {shares[lb]:.0%}" for lb in order) + " of the multiverse"
-    fails = [leaf for leaf in regions.get("leaves", []) if leaf["label"] == "fails"]
-    if fails:
-        text += " (fails for " + "; or ".join(leaf["rule"] for leaf in fails) + ")"
-    if np.isfinite(g.get("fraction_holds", np.nan)):
-        text += (f"; its effect more likely than not has the claimed sign on {g['fraction_holds']:.0%} of it "
-                 f"(surely on {g['fraction_holds_lo']:.0%}, possibly on {g['fraction_holds_hi']:.0%})")
+        text += "; the model finds it " + ", ".join(f"{lb} on {shares[lb]:.0%}" for lb in order) + " of the multiverse"
+        fails = [leaf for leaf in regions.get("leaves", []) if leaf["label"] == "fails"]
+        if fails:
+            text += " (fails for " + "; or ".join(leaf["rule"] for leaf in fails) + ")"
     family = c.get("family") or {}
     if family.get("conditions", 0) > 1:
-        text += f"; P(holds at every one of its {family['conditions']} conditions) {family['p_all']:.2f}"
-    if c.get("agree") is False:
-        text += "; the observed universes disagree"
-    elif c.get("agree") is None and o["verdict"] != common.TOO_FEW and source is g:
-        text += f"; the observed universes cannot tell ({o['verdict']})"
+        text += f"; model-based P(holds at every one of its {family['conditions']} conditions) {family['p_all']:.2f}"
+    if c.get("rests_on") == "design" and g.get("verdict") not in (None, common.TOO_FEW):
+        disjoint = g["effect_hi"] < d["effect_lo"] or d["effect_hi"] < g["effect_lo"]
+        if common.opposite(badge, g["verdict"], common.relation(c["claim"])) or disjoint:
+            text += "; the two answers disagree: the verdict rests on the design-based one"
     if not c.get("surrogate_ok", True):
-        text += "; the surrogate fits poorly"
+        text += "; the model's surrogate fits poorly"
     if c.get("read_where"):
         text += "; " + c["read_where"]
     return {"badge": badge, "text": text + "."}
@@ -344,21 +356,23 @@ def markdown_claims(claims: Sequence[Mapping[str, Any]]) -> str:
         clean = {k: (np.nan if v is None else v) for k, v in x.items() if k.startswith("effect")}
         return fmt(clean) if clean else "n/a"
 
-    lines = ["| claim | verdict | GP P(holds) | GP estimate [95% CrI] | share where it holds [surely, possibly] | "
-             "observed estimate [95% CI] | where it holds, fails or is uncertain (GP) |",
-             "|---|---|---|---|---|---|---|"]
+    lines = ["| claim | verdict | design-based estimate [95% CI] | GP estimate [95% CrI] | GP P(holds) | "
+             "share where it holds [surely, possibly] (GP) | observed estimate [95% CI] | "
+             "where it holds, fails or is uncertain (GP) |",
+             "|---|---|---|---|---|---|---|---|"]
     for c in claims:
         for r in C.TYPES[c["type"]].rows(c):
             g, o = r["gp"], r["observed"]
             share = ("" if g.get("fraction_holds") is None else
                      f"{g['fraction_holds']:.2f} [{g['fraction_holds_lo']:.2f}, {g['fraction_holds_hi']:.2f}]")
             name = c["statement"] if r["label"] == "marginal" else f"... {r['label']}"
-            verdict = (f"**{c['headline']['badge']}**: " if r["label"] == "marginal" else "") + r["summary"]
+            verdict = (f"**{c['headline']['badge']}**: " if r["label"] == "marginal" else "") + r["summary"].replace("|", "/")
             p = num(g.get("p_holds"))
             if r["label"] == "marginal" and (c.get("family") or {}).get("conditions", 0) > 1:
                 p += f" (every condition: {num(c['family']['p_all'])})"
             where = ((g.get("regions") or {}).get("text") or "").replace("|", "/")
-            lines.append(f"| {name} | {verdict} | {p} | {est(g)} | {share} | {est(o)} | {where} |")
+            lines.append(f"| {name} | {verdict} | {est(r.get('design') or {})} | {est(g)} | {p} | {share} | {est(o)} | "
+                         f"{where} |")
     return "\n".join(lines)
 
 

@@ -97,6 +97,18 @@ class Context:
     #: hyperparameter chains of a correlation's two-outcome model, each from its own MAP
     #: fit (``report.hyperparameter_starts``; :func:`multiverse.gp.fit_multitask_gp`)
     hyperparameter_starts: int = 1
+    _drawn: Any = None
+
+    def drawn(self):
+        """The universes drawn with known probability and their predictors
+        (:class:`multiverse.design_based.Drawn`), built once per context."""
+        if self._drawn is None:
+            from multiverse.design_based import Drawn
+            from multiverse.ids import derive_seed
+
+            self._drawn = Drawn(self.df, self.space, self.universes, self.values, derive_seed(self.seed, 600),
+                                self.declared)
+        return self._drawn
 
     def values(self, metric: str):
         """Each observed universe's mean over its seeds (NaN where not usable)."""
@@ -307,16 +319,88 @@ def map_cells(space, dims: Sequence[str], n: int = 12) -> tuple[list, list, list
     return gx, gy if len(dims) > 1 else [], cells
 
 
+# --- the design-based answer --------------------------------------------------------
+def design_based(ctx, metrics: Sequence[str], estimate, relation: str, margin_: float = 0.0, pairs: bool = False,
+                 **extra: Any) -> dict[str, Any]:
+    """A claim's design-based answer (:mod:`multiverse.design_based`): ``estimate`` maps
+    the drawn universes' design-based means of ``h`` (``ctx.drawn().means(metrics, h)``,
+    or over pairs) to the statistic. ``estimate`` is ``(h, phi)``: the components and the
+    statistic of them. Too few drawn universes: no answer."""
+    from multiverse import design_based as DB
+    from multiverse import stats
+
+    drawn = ctx.drawn()
+    n = len(drawn.sample)
+    if n < DB.MIN_DRAWN:
+        return stats.too_few(n=n, note=drawn.sample.note)
+    h, phi = estimate
+    m = drawn.pair_means(metrics, h) if pairs else drawn.means(metrics, h)
+    point, se = DB.estimate(phi, m)
+    return DB.summarise(float(point), float(se), n - 1, relation, margin_, n=n, note=drawn.sample.note, **extra)
+
+
+def defined(values):
+    """Where a metric is defined (finite), and the values with the rest set to 0."""
+    v = np.asarray(values, dtype=float)
+    ok = np.isfinite(v)
+    return ok, np.where(ok, v, 0.0)
+
+
 # --- the two answers side by side ---------------------------------------------------
 #: Verdict pairs that contradict each other: for a strict relation (superiority),
 #: "equivalent" contradicts "holds"; for an inclusive one (non-inferiority), "fails".
-def _opposite(a: str, b: str, rel: str) -> bool:
+def opposite(a: str, b: str, rel: str) -> bool:
     from multiverse.stats import INCLUSIVE
 
     pair = {a, b}
     if pair == {"holds", "fails"}:
         return True
     return pair == ({"equivalent", "fails"} if rel in INCLUSIVE else {"equivalent", "holds"})
+
+
+def _est(x: Mapping[str, Any]) -> str:
+    return f"{x['effect']:+.3f} [{x['effect_lo']:+.3f}, {x['effect_hi']:+.3f}]"
+
+
+def decide(design: Mapping[str, Any], gp: Mapping[str, Any], rel: str, surrogate_ok: bool = True) -> dict[str, Any]:
+    """The claim's one verdict, said the same way in the badge, the table and its section.
+
+    It rests on the design-based answer (:mod:`multiverse.design_based`), whose interval
+    holds whatever the surrogate. The model-based answer (the GP's) is given beside it;
+    where the two disagree (opposite verdicts or intervals that exclude each other), the
+    summary says so and why the verdict rests on the design-based one. Without a
+    design-based answer (too few universes drawn with known probability) the verdict is
+    the GP's, except that a surrogate that fits poorly never gives a confident one alone.
+
+    Returns ``{"verdict", "rests_on": "design" | "model", "summary"}``.
+    """
+    from multiverse.stats import too_few  # noqa: F401
+
+    d, g = design.get("verdict", TOO_FEW), gp.get("verdict", TOO_FEW)
+    if d != TOO_FEW:
+        text = f"{d} (design-based: {_est(design)}, P(holds) {design['p_holds']:.2f})"
+        if g == TOO_FEW:
+            return {"verdict": d, "rests_on": "design", "summary": text + "; no model-based answer (too few universes)"}
+        disjoint = gp["effect_hi"] < design["effect_lo"] or design["effect_hi"] < gp["effect_lo"]
+        if opposite(d, g, rel) or disjoint:
+            text += (f"; the model-based answer (GP) says {g}, {_est(gp)}: they disagree, and the verdict rests on the "
+                     "design-based answer, whose interval holds whatever the surrogate")
+        elif g == d:
+            text += f"; the model-based answer (GP) agrees, {_est(gp)}"
+        elif d == "uncertain":
+            text += (f"; the model-based answer (GP) says {g}, {_est(gp)}, a narrower interval that rests on the "
+                     "surrogate being right")
+        else:
+            text += f"; the model-based answer (GP) is {g}, {_est(gp)}"
+        return {"verdict": d, "rests_on": "design", "summary": text}
+    if g == TOO_FEW:
+        return {"verdict": TOO_FEW, "rests_on": "model", "summary": "too few universes"}
+    why = "too few universes drawn with known probability for a design-based answer"
+    if g in ("holds", "fails", "equivalent") and not surrogate_ok:
+        return {"verdict": "uncertain", "rests_on": "model",
+                "summary": f"uncertain: the model-based answer (GP) says {g}, {_est(gp)}, but its surrogate fits "
+                           f"poorly, and {why}"}
+    return {"verdict": g, "rests_on": "model", "summary": f"{g} (model-based only, GP: {_est(gp)}; {why})"}
 
 
 def judge(gp: Mapping[str, Any], observed: Mapping[str, Any], rel: str = ">") -> dict[str, Any]:
@@ -340,7 +424,7 @@ def judge(gp: Mapping[str, Any], observed: Mapping[str, Any], rel: str = ">") ->
     if g == o:
         return {"agree": True, "summary": f"{g} (GP and observed universes agree)"}
     disjoint = gp["effect_hi"] < observed["effect_lo"] or observed["effect_hi"] < gp["effect_lo"]
-    if _opposite(g, o, rel) or disjoint:
+    if opposite(g, o, rel) or disjoint:
         return {"agree": False, "summary": f"GP says {g}, observed universes say {o}: they disagree"}
     if "uncertain" not in (g, o):
         return {"agree": True, "summary": f"GP says {g}, observed universes say {o}: compatible under '{rel}'"}

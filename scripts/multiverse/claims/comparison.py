@@ -99,6 +99,30 @@ def observed_answer(values, groups: Sequence[Any], claim: Mapping[str, Any], n_b
     return {**out, **stats.summarise(boot, claim["relation"], common.margin(claim)), "effect": float(a.mean() - b.mean())}
 
 
+def design_components(claim: Mapping[str, Any]):
+    """The components of a difference of group means over the universes where the
+    metric is defined, and the statistic of them (:func:`multiverse.design_based.ratio_difference`)."""
+    from multiverse import design_based as DB
+
+    dim, a, b, metric = claim["dimension"], list(claim["a"]), list(claim["b"]), claim["metric"]
+
+    def h(universes, values):
+        ok, y = common.defined(values[metric])
+        ga = np.array([u[dim] in a for u in universes], dtype=float)
+        gb = np.array([u[dim] in b for u in universes], dtype=float)
+        return np.c_[y * ga, ok * ga, y * gb, ok * gb]
+
+    return h, DB.ratio_difference
+
+
+def design_answer(claim: Mapping[str, Any], ctx) -> dict[str, Any]:
+    """The design-based answer: the difference of the two groups' means over the
+    multiverse (each group's levels uniform, the other choices as declared), from the
+    universes drawn with known probability (:mod:`multiverse.design_based`)."""
+    return common.design_based(ctx, [claim["metric"]], design_components(claim), claim["relation"],
+                               common.margin(claim))
+
+
 def figure_data(sur, space, claim: Mapping[str, Any], base: Sequence[Mapping[str, Any]], influence, seed: int,
                 n_samples: int = 128) -> dict[str, Any]:
     """What the claim's figures draw: each group's partial dependence (mean, 95% band)
@@ -162,6 +186,7 @@ def analyse(claim: Mapping[str, Any], ctx, i: int, influence) -> dict[str, Any]:
     from multiverse.ids import derive_seed
 
     s_gp, y, sur, base, out = prepare(claim, ctx, i, observed_answer)
+    out["design"] = design_answer(claim, ctx)
     if sur is None or len(base) < 2:
         out["gp"] = common.no_surrogate(int(np.isfinite(y).sum()))
     else:
@@ -172,4 +197,5 @@ def analyse(claim: Mapping[str, Any], ctx, i: int, influence) -> dict[str, Any]:
 
 def rows(result: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The claim's rows of the summary table: (label, GP answer, observed answer, summary)."""
-    return [{"label": "marginal", "gp": result["gp"], "observed": result["observed"], "summary": result["summary"]}]
+    return [{"label": "marginal", "gp": result["gp"], "observed": result["observed"], "design": result.get("design"),
+             "summary": result["summary"]}]

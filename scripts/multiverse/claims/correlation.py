@@ -236,6 +236,34 @@ def observed_answer(space, universes: Sequence[Mapping[str, Any]], x, y, claim: 
     return out
 
 
+def design_components(claim: Mapping[str, Any]):
+    """Kendall's tau-b over pairs of universes where both metrics are defined, as three
+    pair means (concordance, and each metric's share of untied pairs): the kernel and the
+    statistic (:func:`multiverse.design_based.tau_b`)."""
+    from multiverse import design_based as DB
+
+    mx, my = claim["x"], claim["y"]
+
+    def kernel(va, vb):
+        oka, xa = common.defined(va[mx])
+        okb, xb = common.defined(vb[mx])
+        oya, ya = common.defined(va[my])
+        oyb, yb = common.defined(vb[my])
+        ok = ((oka & oya)[:, None] & (okb & oyb)[None, :]).astype(float)
+        sx = np.sign(xa[:, None] - xb[None, :]) * ok
+        sy = np.sign(ya[:, None] - yb[None, :]) * ok
+        return np.stack([sx * sy, sx * sx, sy * sy], -1)
+
+    return kernel, DB.tau_b
+
+
+def design_answer(claim: Mapping[str, Any], ctx) -> dict[str, Any]:
+    """The design-based answer: Kendall's tau-b between the two metrics over the
+    multiverse, a U-statistic over pairs of drawn universes (:mod:`multiverse.design_based`)."""
+    return common.design_based(ctx, metrics(claim), design_components(claim), claim["relation"],
+                               common.margin(claim), pairs=True)
+
+
 def design_target(space, claim: Mapping[str, Any], n: int, seed: int, mean_at) -> list[common.DesignTarget]:
     """What the claim-targeted design reduces (:class:`.common.DesignTarget`): tau is
     not a weighted sum of the metrics, so as a stand-in the posterior variance of each of
@@ -252,7 +280,8 @@ def analyse(claim: Mapping[str, Any], ctx, i: int, influence) -> dict[str, Any]:
     x, y = ctx.values(claim["x"]), ctx.values(claim["y"])
     obs = observed_answer(ctx.space, ctx.universes, x, y, claim, ctx.bootstrap, s_obs)
     base, share = ctx.converging(metrics(claim), ctx.space.sobol(ctx.reference, derive_seed(ctx.seed, 1)))
-    out: dict[str, Any] = {"observed": obs, "read_where": common.where_read(share), "converged_share": share}
+    out: dict[str, Any] = {"observed": obs, "read_where": common.where_read(share), "converged_share": share,
+                           "design": design_answer(claim, ctx)}
     finite = np.isfinite(x) & np.isfinite(y)
     if finite.sum() < MIN_FIT or len(base) < 4:
         out["gp"] = common.no_surrogate(int(finite.sum()))
@@ -268,4 +297,5 @@ def analyse(claim: Mapping[str, Any], ctx, i: int, influence) -> dict[str, Any]:
 
 
 def rows(result: Mapping[str, Any]) -> list[dict[str, Any]]:
-    return [{"label": "marginal", "gp": result["gp"], "observed": result["observed"], "summary": result["summary"]}]
+    return [{"label": "marginal", "gp": result["gp"], "observed": result["observed"], "design": result.get("design"),
+             "summary": result["summary"]}]

@@ -243,6 +243,67 @@ def gp_answer(sur, space, claim: Mapping[str, Any], base: Sequence[Mapping[str, 
             "reference_read": int(size)}
 
 
+#: Thresholds of a design-based CDF besides the drawn universes' own values.
+CDF_GRID = 256
+
+
+def design_components(claim: Mapping[str, Any], drawn, ks: Sequence[int], bounds: tuple = (None, None)):
+    """Each group's distribution of the metric over the multiverse as a CDF at a grid of
+    thresholds (the drawn universes' values, and quantiles of every prediction), as
+    means of ``1{y <= v}`` over the universes where the metric is defined; the statistic
+    is the expected-best difference at the least favourable budget
+    (:func:`multiverse.design_based.expected_max` of each group's CDF)."""
+    from multiverse import design_based as DB
+
+    metric, dim, a, b = claim["metric"], claim["dimension"], list(claim["a"]), list(claim["b"])
+    own, ref = drawn.predictions(metric)[:2]
+    obs = drawn.observed(metric)
+    pool = np.concatenate([obs[np.isfinite(obs)], own[np.isfinite(own)], ref.ravel()])
+    grid = np.unique(np.concatenate([obs[np.isfinite(obs)], np.quantile(pool, np.linspace(0, 1, CDF_GRID)),
+                                     [v for v in bounds if v is not None]]))
+    lo = bounds[0] if bounds[0] is not None else grid[0]
+    grid = np.unique(np.concatenate([[lo], grid[grid >= lo]]))
+    L = len(grid)
+
+    def h(universes, values):
+        ok, y = common.defined(values[metric])
+        below = (y[:, None] <= grid[None, :]) & ok[:, None]
+        out = []
+        for side in (a, b):
+            g = np.array([u[dim] in side for u in universes], dtype=bool)
+            out += [below * g[:, None], (ok & g)[:, None]]
+        return np.concatenate(out, 1).astype(float)
+
+    from multiverse import stats
+
+    s = stats.SIGN[claim["relation"]]
+
+    def phi(m):
+        with np.errstate(invalid="ignore", divide="ignore"):
+            Fa = m[..., :L] / m[..., L:L + 1]
+            Fb = m[..., L + 1:2 * L + 1] / m[..., 2 * L + 1:2 * L + 2]
+        diff = DB.expected_max(Fa, grid, ks) - DB.expected_max(Fb, grid, ks)
+        worst = np.argmin(s * np.where(np.isfinite(diff), diff, np.inf), axis=-1)
+        return np.take_along_axis(diff, worst[..., None], -1)[..., 0]
+
+    return h, phi
+
+
+def design_answer(claim: Mapping[str, Any], ctx, ks: Sequence[int], bounds: tuple = (None, None)) -> dict[str, Any]:
+    """The design-based answer: the expected-best difference at the least favourable
+    budget, each group's expected best read off its design-based CDF of the metric over
+    the multiverse (:mod:`multiverse.design_based`)."""
+    from multiverse import stats
+
+    if not ks:
+        return stats.too_few(budgets=[])
+    drawn = ctx.drawn()
+    if len(drawn.sample) < 6:
+        return stats.too_few(n=len(drawn.sample), note=drawn.sample.note)
+    return common.design_based(ctx, [claim["metric"]], design_components(claim, drawn, ks, bounds),
+                               claim["relation"], common.margin(claim), budgets=list(ks))
+
+
 def analyse(claim: Mapping[str, Any], ctx, i: int, influence) -> dict[str, Any]:
     from functools import partial
 
@@ -250,6 +311,7 @@ def analyse(claim: Mapping[str, Any], ctx, i: int, influence) -> dict[str, Any]:
 
     bounds = ctx.declaration(claim["metric"])["range"]
     s_gp, y, sur, base, out = comparison.prepare(claim, ctx, i, partial(observed_answer, bounds=bounds))
+    out["design"] = design_answer(claim, ctx, out["observed"]["budgets"], bounds)
     if sur is None or len(base) < 2:
         out["gp"] = common.no_surrogate(int(np.isfinite(y).sum()))
     else:
@@ -261,4 +323,5 @@ def analyse(claim: Mapping[str, Any], ctx, i: int, influence) -> dict[str, Any]:
 
 
 def rows(result: Mapping[str, Any]) -> list[dict[str, Any]]:
-    return [{"label": "marginal", "gp": result["gp"], "observed": result["observed"], "summary": result["summary"]}]
+    return [{"label": "marginal", "gp": result["gp"], "observed": result["observed"], "design": result.get("design"),
+             "summary": result["summary"]}]

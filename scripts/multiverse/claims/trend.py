@@ -215,6 +215,43 @@ def observed_answer(space, universes: Sequence[Mapping[str, Any]], values, claim
     return {**stats.summarise(boot, common.relation(claim), common.margin(claim)), "effect": float(point), "n": int(len(y))}
 
 
+def design_components(space, claim: Mapping[str, Any], condition: Mapping[str, Any]):
+    """A condition's least-squares slope of the metric on the dimension's position over
+    the multiverse, as moments of the universes where the metric is defined and the
+    dimension active (within the condition's level or third of a ``given`` range; on a
+    scaled path with the coupled dimension's scaled coordinate as a second regressor):
+    the components and the statistic (:func:`multiverse.design_based.ols_slope`)."""
+    from multiverse import design_based as DB
+
+    name, metric = claim["dimension"], claim["metric"]
+    p = 3 if condition["scaled"] else 2
+
+    def h(universes, values):
+        ok, y = common.defined(values[metric])
+        ok = ok & np.array([space[name].is_active(u) for u in universes], dtype=bool)
+        if condition["select"] is not None:
+            ok &= np.array([bool(condition["select"](u)) for u in universes], dtype=bool)
+        t = np.zeros(len(universes))
+        if ok.any():
+            t[ok] = positions(space, name, [u[name] for u, k in zip(universes, ok) if k])
+        cols = [np.ones(len(universes)), t]
+        if condition["scaled"]:
+            s = np.zeros(len(universes))
+            if ok.any():
+                s[ok] = scaled_coordinate(space, claim, [u for u, k in zip(universes, ok) if k])
+            cols.append(s)
+        return DB.ols_components(np.column_stack(cols), y, ok)
+
+    return h, DB.ols_slope(p)
+
+
+def design_answer(space, claim: Mapping[str, Any], ctx, condition: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The design-based answer of one condition (the marginal trend by default)."""
+    condition = condition or conditions(space, claim)[0]
+    return common.design_based(ctx, [claim["metric"]], design_components(space, claim, condition),
+                               common.relation(claim), common.margin(claim))
+
+
 def holds_map(sur, space, claim: Mapping[str, Any], base: Sequence[Mapping[str, Any]], influence, seed: int,
               n_base: int = 8, n_samples: int = 128) -> dict[str, Any]:
     """Local P(holds) of the marginal trend over a grid of the two most influential other
@@ -262,8 +299,11 @@ def analyse(claim: Mapping[str, Any], ctx, i: int, influence) -> dict[str, Any]:
     rows_ = []
     for j, (cond, g) in enumerate(zip(conds, gps)):
         o = observed_answer(space, ctx.universes, y, claim, ctx.bootstrap, derive_seed(s_obs, j), cond)
-        rows_.append({"label": cond["label"], "gp": g, "observed": o, **common.judge(g, o, common.relation(claim))})
-    out = {"gp": rows_[0]["gp"], "observed": rows_[0]["observed"], "conditions": rows_, "family": family,
+        d = design_answer(space, claim, ctx, cond)
+        rows_.append({"label": cond["label"], "gp": g, "observed": o, "design": d,
+                      **common.judge(g, o, common.relation(claim))})
+    out = {"gp": rows_[0]["gp"], "observed": rows_[0]["observed"], "design": rows_[0]["design"], "conditions": rows_,
+           "family": family,
            "read_where": common.where_read(share), "converged_share": share,
            "agree": rows_[0]["agree"], "summary": rows_[0]["summary"]}
     if sur is not None:
@@ -272,5 +312,5 @@ def analyse(claim: Mapping[str, Any], ctx, i: int, influence) -> dict[str, Any]:
 
 
 def rows(result: Mapping[str, Any]) -> list[dict[str, Any]]:
-    return [{"label": c["label"], "gp": c["gp"], "observed": c["observed"], "summary": c["summary"]}
-            for c in result["conditions"]]
+    return [{"label": c["label"], "gp": c["gp"], "observed": c["observed"], "design": c.get("design"),
+             "summary": c["summary"]} for c in result["conditions"]]
