@@ -14,7 +14,7 @@ rule design:
         design=lambda wildcards: round_settings(config["design"], int(wildcards.round), config.get("claims", [])),
         sizes=lambda wildcards: round_sizes(config)[: int(wildcards.round) + 1],
         shard_size=config["training"]["shard_size"],
-        seed=config["seed"],
+        seed=config["design"].get("seed", config["seed"]),
     threads: config["design"]["threads"]
     resources:
         mem_mb=RESOURCES["design"]["mem_mb"],
