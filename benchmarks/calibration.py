@@ -335,7 +335,8 @@ def draw_table(grid: Grid, seed: int, rounds: Sequence[int] = ROUNDS, design: Ma
             for k in range(seeds_read) if seeds_read > 1 else [s]:
                 metrics = {m: float(v[cell + (k,)]) for m, v in grid.values.items()}
                 status = "diverged" if diverged is not None and diverged[cell + (k,)] else "ok"
-                rows.append({"universe": uid, "round": r, "seed": k, "status": status, **params, **metrics,
+                rows.append({"universe": uid, "round": r, "strategy": info["strategy"], "seed": k, "status": status,
+                             **params, **metrics,
                              "design_weight": drawn[i]["weight"], "design_draws": drawn[i]["draws"]})
     df = pd.DataFrame(rows)
     for col in ("design_weight", "design_draws"):

@@ -75,13 +75,16 @@ def run_study(seeds: int, cores: int, overlay: str | None) -> pd.DataFrame:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp) / "multiverse"
         shutil.copytree(ROOT, work, ignore=shutil.ignore_patterns(".git", ".venv", "results", ".snakemake", "__pycache__"))
+        base = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
         extra = yaml.safe_load(Path(overlay).read_text()) if overlay else {}
+        for key, value in extra.items():
+            base[key] = {**base[key], **value} if isinstance(value, dict) and isinstance(base.get(key), dict) else value
         for s in range(1, seeds + 1):
-            cfg = {**extra, "study": f"design_seed_{s}", "design": {**extra.get("design", {}), "seed": s}}
+            cfg = {**base, "study": f"design_seed_{s}", "design": {**base["design"], "seed": s}}
             path = work / f"seed_{s}.yaml"
-            path.write_text(yaml.safe_dump(cfg))
-            subprocess.run([sys.executable, "-m", "snakemake", "--cores", str(cores), "--configfile",
-                            "config/config.yaml", str(path), "--quiet"], cwd=work, check=True)
+            path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+            subprocess.run([sys.executable, "-m", "snakemake", "--cores", str(cores), "--configfile", str(path),
+                            "--quiet"], cwd=work, check=True)
             claims = json.loads((work / "results" / f"design_seed_{s}" / "report" / "claims.json").read_text())["claims"]
             rows += rows_from_claims(claims, s)
             print(f"  design seed {s}: done", file=sys.stderr, flush=True)

@@ -40,7 +40,8 @@ def constructed(noise=0.01, seed=0):
 
 def test_truths_of_a_constructed_grid():
     g = constructed(noise=0.0)
-    assert K.truth(g, COMPARISON) == {"truth": pytest.approx(0.1), "error": pytest.approx(0.0)}
+    assert K.truth(g, COMPARISON) == {"truth": pytest.approx(0.1), "error": pytest.approx(0.0),
+                                      "one_seed": pytest.approx(0.1)}
     assert K.truth(g, TREND)["truth"] == pytest.approx(0.2)
     assert K.truth(g, CORRELATION)["truth"] == pytest.approx(-1.0)
     # adam's population is sgd's shifted by 0.1: its expected best is 0.1 higher at every budget
@@ -133,3 +134,13 @@ def test_small_calibration_end_to_end():
     assert sum(r["gp_covers"] for r in cmp) >= 2
     assert all(r["gp_verdict"] == "holds" and not r["gp_wrong"] for r in cmp)
     assert all(0 <= r["label_disagreement"] <= 1 for r in rows if r["type"] in ("comparison", "trend"))
+
+
+def test_design_truth_of_a_correlation_is_the_single_run_tau():
+    # seed noise attenuates Kendall's tau of one run's outcomes, not of the seed means:
+    # the design-based answer reads one run per universe, so its truth is the per-seed tau
+    g = constructed(noise=0.05)
+    t = K.truth(g, CORRELATION)
+    assert K.design_truth(g, CORRELATION) == pytest.approx(t["one_seed"])
+    assert abs(t["one_seed"]) < abs(t["truth"])
+    assert K.design_truth(g, COMPARISON) == pytest.approx(t := K.truth(g, COMPARISON)["truth"])

@@ -67,8 +67,9 @@ class Sample:
 
     ``weight``: ``n`` inverse-probability weights ``c_i mu / p`` (1 for a uniform draw);
     ``draws``: ``n`` times each was drawn (``c_i``); ``slot``: ``n`` indices into the
-    predictors (-1: none); ``round`` and ``fold``: ``n`` design rounds and round-0 folds
-    (-1 outside round 0). ``note`` says which universes these are.
+    predictors (-1: none); ``round``: ``n`` stages (0: the uniform draws, cross-fitted;
+    else the randomised round) and ``fold``: stage-0 folds (-1 outside it). ``note``
+    says which universes these are.
     """
 
     universes: list
@@ -379,13 +380,22 @@ class Drawn:
         self.reference = space.enumerated(self.per[0], derive_seed(seed, 1))
         self.reference_pairs = space.enumerated(self.per[1], derive_seed(seed, 2))
         idx = np.flatnonzero(np.isfinite(w) & (w > 0))
-        r = rounds[idx]
+        strategy = first["strategy"].astype(str).to_numpy() if "strategy" in first else np.full(len(first), "")
+        # stage 0: the uniform draws of one Sobol (or random) sequence, round 0 and every
+        # round of the sobol and random strategies, cross-fitted in folds; each randomised
+        # round is its own stage, predicted from the rounds before it
+        uniform = (rounds == 0) | np.isin(strategy, UNIFORM_STRATEGIES)
+        r = np.where(uniform[idx], 0, rounds[idx])
         n0 = int((r == 0).sum())
         k = min(folds, n0 // 4) if n0 >= 8 else 0
         fold = np.full(len(idx), -1)
-        fold[r == 0] = np.arange(n0) % k if k else -1
+        # contiguous blocks of the sequence: each is spread over the space as the rest is (an
+        # interleaved split of a Sobol sequence is not: a point's index fixes its leading
+        # digits, so fold i % k would sit where the other folds' predictor never saw data)
+        fold[r == 0] = np.arange(n0) * k // n0 if k else -1
+        self.stage0 = idx[r == 0]
         later = sorted(set(r[r > 0].tolist()))
-        # slots: one per round-0 fold, then one per later round
+        # slots: one per stage-0 fold, then one per randomised round
         self.slot_rounds = [(0, f) for f in range(k)] + [(t, -1) for t in later]
         slot = np.array([self.slot_rounds.index((0, f)) if rr == 0 and k else
                          (self.slot_rounds.index((rr, -1)) if rr > 0 else -1) for rr, f in zip(r, fold)], dtype=int)
@@ -397,8 +407,8 @@ class Drawn:
         self._cache: dict[str, tuple] = {}
 
     def training_set(self, slot: int) -> np.ndarray:
-        """Indices (into the study's universes) a slot's predictor is fitted on: round 0's
-        other folds, or every universe of the earlier rounds."""
+        """Indices (into the study's universes) a slot's predictor is fitted on: stage 0's
+        other folds, or every universe of the rounds before a randomised round."""
         t, f = self.slot_rounds[slot]
         if t == 0:
             return self.sample.index[(self.sample.round == 0) & (self.sample.fold != f)]
