@@ -67,8 +67,10 @@ def rows_from_claims(claims: list[dict], seed: int) -> list[dict]:
     return out
 
 
-def run_study(seeds: int, cores: int, overlay: str | None) -> pd.DataFrame:
-    """The default study (plus ``overlay``) under design seeds 1..``seeds``, in a scratch copy."""
+def run_study(seeds: int, cores: int, overlay: str | None, out: str | None = None) -> pd.DataFrame:
+    """The default study (plus ``overlay``) under design seeds 1..``seeds``, in a scratch copy;
+    the per-seed answers go to ``out`` after each seed (a killed run keeps what it did), with
+    each run's ``report`` rule time (its Snakemake benchmark file) in ``report_s``."""
     import yaml
 
     rows = []
@@ -85,9 +87,13 @@ def run_study(seeds: int, cores: int, overlay: str | None) -> pd.DataFrame:
             path.write_text(yaml.safe_dump(cfg, sort_keys=False))
             subprocess.run([sys.executable, "-m", "snakemake", "--cores", str(cores), "--configfile", str(path),
                             "--quiet"], cwd=work, check=True)
-            claims = json.loads((work / "results" / f"design_seed_{s}" / "report" / "claims.json").read_text())["claims"]
-            rows += rows_from_claims(claims, s)
-            print(f"  design seed {s}: done", file=sys.stderr, flush=True)
+            res = work / "results" / f"design_seed_{s}"
+            claims = json.loads((res / "report" / "claims.json").read_text())["claims"]
+            report_s = float(pd.read_csv(res / "benchmark" / "report.tsv", sep="\t")["s"].iloc[0])
+            rows += [{**r, "report_s": report_s} for r in rows_from_claims(claims, s)]
+            if out:
+                pd.DataFrame(rows).to_csv(out, index=False)
+            print(f"  design seed {s}: done (report rule {report_s:.0f} s)", file=sys.stderr, flush=True)
     return pd.DataFrame(rows)
 
 
@@ -112,9 +118,10 @@ def main(argv: list[str]) -> None:
     dr = sub.add_parser("draws", help="read a calibration benchmark's draws.csv")
     dr.add_argument("path")
     args = ap.parse_args(argv)
-    rows = run_study(args.seeds, args.cores, args.overlay) if args.mode == "study" else rows_from_draws(args.path)
-    if args.mode == "study" and args.out:
-        rows.to_csv(args.out, index=False)
+    rows = run_study(args.seeds, args.cores, args.overlay, args.out) if args.mode == "study" else rows_from_draws(args.path)
+    if "report_s" in rows:
+        t = rows.groupby("seed")["report_s"].first()
+        print(f"report rule: median {t.median():.0f} s, max {t.max():.0f} s over {len(t)} runs\n")
     print(stability(rows).to_markdown(index=False))
 
 
