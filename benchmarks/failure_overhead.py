@@ -35,8 +35,10 @@ def round0_targets(config: dict) -> list[str]:
 
 
 def snakemake(cwd: Path, cores: int, targets: list[str], *extra: str) -> None:
-    subprocess.run([sys.executable, "-m", "snakemake", "--cores", str(cores), "--quiet", *extra, *targets], cwd=cwd,
-                   check=True, capture_output=True)
+    res = subprocess.run([sys.executable, "-m", "snakemake", *targets, "--cores", str(cores), *extra], cwd=cwd,
+                         capture_output=True, text=True)
+    if res.returncode:
+        raise SystemExit(f"snakemake failed in {cwd}:\n{res.stderr[-3000:]}")
 
 
 def train_seconds(cwd: Path, study: str) -> float:
