@@ -75,6 +75,18 @@ os.kill(os.getpid(), signal.SIGKILL)
 '''
 
 
+@pytest.fixture(autouse=True)
+def one_torch_thread():
+    """The guard forks its workers from this (pytest's) process, which earlier tests ran
+    multi-threaded torch in: GNU OpenMP is not fork-safe, and a worker forked after an
+    OpenMP parallel region hangs at its first one. A train job forks before any torch
+    work (scripts/train.py), so it never meets this; here torch runs on one thread."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture
 def project(tmp_path, monkeypatch):
     (tmp_path / "src").mkdir()

@@ -328,7 +328,11 @@ def guard(work: Callable[[], None], log: logging.Logger, *, retries: int, timeou
 
     Raises :class:`ShardFailed` when the worker fails outside any universe; exits with
     :data:`PREEMPTED_EXIT` after SIGTERM or SIGINT. Without ``os.fork`` (Windows) it
-    runs ``work`` in-process."""
+    runs ``work`` in-process.
+
+    Call it before this process runs any multi-threaded torch work (scripts/train.py
+    does): GNU OpenMP is not fork-safe, and a worker forked after an OpenMP parallel
+    region with several threads hangs at its own first one."""
     if not hasattr(os, "fork"):
         work()
         return
