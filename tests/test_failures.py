@@ -297,6 +297,8 @@ def test_a_preempted_universe_saves_inside_its_epoch_and_resumes_bitwise(digits,
 PREEMPTED_SHARD = '''
 import json, logging, os, signal, sys
 sys.path.insert(0, sys.argv[1])
+import torch
+torch.set_num_threads(1)  # as the test's own runs (one_torch_thread): bitwise equal results
 from multiverse.failures import guard
 from multiverse.train import train_shard
 

@@ -95,8 +95,9 @@ def failures_by_cause(df: pd.DataFrame) -> dict[str, int]:
     failed = df[df["status"] == "failed"]
     if "failure" in failed:
         causes = failed["failure"].fillna("raised").astype(str)
-    else:
-        causes = failed["error"].fillna("").astype(str).map(
+    else:  # a table without the column (older, or one that had no failures to record)
+        errors = failed["error"] if "error" in failed else pd.Series("", index=failed.index)
+        causes = errors.fillna("").astype(str).map(
             lambda e: "out of memory" if "out of memory" in e else "raised")
     counts = causes.value_counts().to_dict()
     return {c: int(counts.pop(c, 0)) for c in CAUSES} | {c: int(n) for c, n in counts.items()}
