@@ -1,6 +1,11 @@
 """Rule train: every universe of one shard of a design round, one after another, with
 the built-in trainer (multiverse.train.train_shard) or the user's own training
-(multiverse.entrypoint.train_user_shard)."""
+(multiverse.entrypoint.train_user_shard), in a worker that the job guards
+(multiverse.failures.guard): a universe that kills its process or runs past
+training.timeout is recorded as failed and the shard goes on; SIGTERM saves and exits."""
+import sys
+
+from multiverse.failures import ShardFailed, guard
 from multiverse.ids import with_replicate
 from multiverse.runtime import read_json, set_threads, step_logger
 
@@ -13,20 +18,28 @@ universes = [
     for u in read_json(snakemake.input.design)["universes"]
     if u["shard"] == int(w.shard)
 ]
-# not params: changing how often to retry or to checkpoint must not rerun finished universes
+# not params: changing how often to retry, to checkpoint or how long to wait must not rerun finished universes
 retries = snakemake.config["training"]["retries"]
 checkpoint_every = snakemake.config["training"]["checkpoint_every"]
+timeout = snakemake.config["training"].get("timeout")
 if "models" in snakemake.output.keys():
     from multiverse.train import train_shard  # noqa: E402  (torch after the thread settings)
 
-    train_shard(
-        snakemake.input.data, universes, snakemake.params.model, snakemake.params.training,
-        snakemake.output.models, snakemake.output.records, log, retries=retries, checkpoint_every=checkpoint_every,
-    )
+    def work():
+        train_shard(
+            snakemake.input.data, universes, snakemake.params.model, snakemake.params.training,
+            snakemake.output.models, snakemake.output.records, log, retries=retries, checkpoint_every=checkpoint_every,
+        )
 else:
     from multiverse.entrypoint import train_user_shard
 
-    train_user_shard(
-        universes, snakemake.params.training, snakemake.params.metrics, snakemake.output.records, log,
-        data_path=snakemake.input.get("data"), retries=retries,
-    )
+    def work():
+        train_user_shard(
+            universes, snakemake.params.training, snakemake.params.metrics, snakemake.output.records, log,
+            data_path=snakemake.input.get("data"), retries=retries,
+        )
+try:
+    guard(work, log, retries=retries, timeout=timeout)
+except ShardFailed as err:
+    log.error("%s", err)
+    sys.exit(f"train job failed: {err}")

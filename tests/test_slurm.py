@@ -4,10 +4,12 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pandas as pd
 import pytest
+import torch
 from conftest import make_checkout
 
 OUT = Path("results/tiny")
@@ -78,3 +80,42 @@ def test_a_gpu_study_is_submitted_with_its_gpu_request_sized_to_the_node(tmp_pat
     train_log = (cwd / OUT / "logs/train/r0_s0_seed0.log").read_text()
     assert "training.device is 'auto' and torch.cuda.is_available() is False" in train_log
     assert "training on the CPU" in train_log
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not slurm_is_up(), reason="no SLURM cluster here: run .ci/slurm-up first (as root)")
+def test_sigterm_to_a_train_job_on_slurm_saves_and_the_retry_resumes_to_the_uninterrupted_result(tmp_path):
+    """Preemption on a real SLURM: `scancel --signal=TERM` to a running train job (what
+    SLURM's preemption sends its steps) makes it save the running universe and exit 143;
+    Snakemake's retry (the train rule's `retries`, training.retries) submits it again, and
+    the retry resumes from the checkpoint to models and records equal to an uninterrupted
+    local run's."""
+    edits = {"training": {"epochs": 60, "shard_size": 2, "retries": 1}}
+    targets = [f"{OUT}/universes/r0/s0/u{k}/seed0/{f}" for k in (0, 1) for f in ("model.pt", "train.json")]
+    local = make_checkout(tmp_path / "local", **edits)
+    res = subprocess.run([sys.executable, "-m", "snakemake", "--configfile", "tiny.yaml", "--cores", "1", *targets],
+                         cwd=local, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr[-3000:]
+    cwd = make_checkout(tmp_path / "slurm", **edits)
+    out = open(tmp_path / "snakemake.log", "w")
+    job = subprocess.Popen([sys.executable, "-m", "snakemake", "--configfile", "tiny.yaml", "--profile", "profiles/slurm",
+                            "--slurm-no-account", "--slurm-init-seconds-before-status-checks", "2", *targets],
+                           cwd=cwd, stdout=out, stderr=subprocess.STDOUT, text=True)
+    train_log = cwd / OUT / "logs/train/r0_s0_seed0.log"
+    deadline = time.monotonic() + 300
+    while not (train_log.exists() and re.search(r"r0u000 epoch \d+/60", train_log.read_text())):
+        assert job.poll() is None and time.monotonic() < deadline, (tmp_path / "snakemake.log").read_text()[-3000:]
+        time.sleep(0.2)
+    running = subprocess.run(["squeue", "-h", "-t", "R", "-o", "%i"], capture_output=True, text=True).stdout.split()
+    assert len(running) == 1, running  # the train job (data and design ran before it)
+    subprocess.run(["scancel", "--signal=TERM", running[0]], check=True)
+    assert job.wait(timeout=600) == 0, (tmp_path / "snakemake.log").read_text()[-4000:]
+    log = (tmp_path / "snakemake.log").read_text()
+    assert len(re.findall(r"Job \S+ has been submitted with SLURM jobid", log)) >= 3, log[-3000:]  # + the retry
+    assert "resumed from" in train_log.read_text(), train_log.read_text()[-3000:]  # the retry's own log
+    for k in (0, 1):
+        a, b = (torch.load(d / OUT / f"universes/r0/s0/u{k}/seed0/model.pt", weights_only=True) for d in (cwd, local))
+        assert all(torch.equal(a[n], b[n]) for n in a)
+        ra, rb = (json.loads((d / OUT / f"universes/r0/s0/u{k}/seed0/train.json").read_text()) for d in (cwd, local))
+        assert ra["status"] == rb["status"] == "ok"
+        assert [e["val_loss"] for e in ra["history"]] == [e["val_loss"] for e in rb["history"]]

@@ -9,8 +9,11 @@ import pandas as pd
 from multiverse import METRICS, OPTIONAL_METRICS
 from multiverse.runtime import atomic_write
 
-#: Record fields that describe how a universe's training went.
-OUTCOME_FIELDS = ("status", "error", "diverged_epoch", "epochs_run")
+#: Record fields that describe how a universe's training went (``failure``: a failed
+#: one's cause, :data:`multiverse.failures.CAUSES`).
+OUTCOME_FIELDS = ("status", "failure", "error", "diverged_epoch", "epochs_run")
+#: What :func:`aggregate` reads of every metrics record.
+RECORD_FIELDS = ("id", "round", "params", "metrics", "status")
 
 
 def universe_row(record: Mapping[str, Any], space_names: Sequence[str], metrics: Sequence[str] | None = None,
@@ -46,6 +49,7 @@ def multiverse_table(
     for k, v in provenance.items():
         df[k] = v
     df["error"] = df["error"].astype("string")
+    df["failure"] = df["failure"].astype("string")
     df["diverged_epoch"] = df["diverged_epoch"].astype("Int64")
     for col in ("design_weight", "design_draws"):
         df[col] = pd.to_numeric(df[col], errors="coerce").astype(float)
@@ -62,12 +66,12 @@ def aggregate(
     config_hash: str, parquet_path: str, csv_path: str, metrics: Sequence[str] | None = None,
 ) -> pd.DataFrame:
     """Build and write the multiverse table from the metrics records and design states."""
-    from multiverse.runtime import read_json, versions
+    from multiverse.runtime import read_json, read_record, versions
 
     designs = {d["round"]: d for d in map(read_json, design_paths)}
     records = []
     for path in metrics_paths:
-        r = read_json(path)
+        r = read_record(path, RECORD_FIELDS)
         design = designs[r["round"]]
         r["versions"] = {**r.get("versions", {}), **{k: v for k, v in design["versions"].items() if k != "python"}}
         r["strategy"] = design["strategy"]
@@ -80,3 +84,29 @@ def aggregate(
     df = multiverse_table(records, space_names, provenance, metrics)
     write_table(df, parquet_path, csv_path)
     return df
+
+
+def failures_by_cause(df: pd.DataFrame) -> dict[str, int]:
+    """Failed training runs (rows of the table) by cause, every cause of
+    :data:`multiverse.failures.CAUSES` in its order, zeros included. A table written
+    before the ``failure`` column reads a failed run's cause from its error."""
+    from multiverse.failures import CAUSES
+
+    failed = df[df["status"] == "failed"]
+    if "failure" in failed:
+        causes = failed["failure"].fillna("raised").astype(str)
+    else:  # a table without the column (older, or one that had no failures to record)
+        errors = failed["error"] if "error" in failed else pd.Series("", index=failed.index)
+        causes = errors.fillna("").astype(str).map(
+            lambda e: "out of memory" if "out of memory" in e else "raised")
+    counts = causes.value_counts().to_dict()
+    return {c: int(counts.pop(c, 0)) for c in CAUSES} | {c: int(n) for c, n in counts.items()}
+
+
+def status_table(df: pd.DataFrame) -> pd.DataFrame:
+    """The report's status table: training runs by outcome, ``ok``, ``diverged`` and
+    the rest, then the failed ones by cause (:func:`failures_by_cause`)."""
+    statuses = df["status"].value_counts().to_dict()
+    rows = [(s, "", int(n)) for s, n in statuses.items() if s != "failed"]
+    rows += [("failed", cause, n) for cause, n in failures_by_cause(df).items()]
+    return pd.DataFrame(rows, columns=["status", "cause", "training runs"])

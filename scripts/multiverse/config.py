@@ -93,8 +93,8 @@ def config_hash(config: Mapping[str, Any]) -> str:
 
 def multiverse_hash(config: Mapping[str, Any]) -> str:
     """Hash of what defines the universes and their results: everything but the claims,
-    the report settings, the parallelism (threads) and the scheduling (retries,
-    checkpoints, resources, the cluster's node), so that editing a claim or moving to a
+    the report settings, the parallelism (threads) and the scheduling (retries, time
+    limits, checkpoints, resources, the cluster's node), so that editing a claim or moving to a
     cluster does not change the provenance of the table. Under ``design.strategy:
     gp-claims`` the claims and ``explore_share`` choose the universes, so they count;
     under any other strategy ``explore_share`` is not read and does not."""
@@ -102,7 +102,7 @@ def multiverse_hash(config: Mapping[str, Any]) -> str:
     core = {k: v for k, v in config.items() if k not in skip}
     for section in ("training", "design"):
         if section in core:
-            core[section] = {k: v for k, v in core[section].items() if k not in ("threads", "retries", "checkpoint_every", "gpus")}
+            core[section] = {k: v for k, v in core[section].items() if k not in ("threads", "retries", "timeout", "checkpoint_every", "gpus")}
     if "design" in core:
         if core["design"].get("strategy") == "gp-claims":
             core["claims"] = config.get("claims", [])

@@ -20,10 +20,12 @@ Two forms, set in the config's ``training`` section:
   job's log line by line, as it comes, so ``tail -f`` on the log follows it.
 
 Whatever goes wrong with one universe is recorded as that universe's ``failed`` outcome
-(its error and id, after ``training.retries`` more attempts), and the shard goes on: the
-function raised, the result is not a mapping, lacks a declared metric, or holds one that
-is not a finite number within its declared range; the command exited non-zero or wrote
-no JSON.
+(its cause, error and id, after ``training.retries`` more attempts), and the shard goes
+on: the function raised or ran out of memory, the result is not a mapping, lacks a
+declared metric, or holds one that is not a finite number within its declared range; the
+command exited non-zero, was killed by a signal or wrote no JSON; and, under the train
+job's guard (:func:`multiverse.failures.guard`), the function ended its process or the
+universe ran past ``training.timeout``.
 """
 
 from __future__ import annotations
@@ -41,11 +43,15 @@ from pathlib import Path
 from string import Formatter
 from typing import Any, Callable, Mapping, Sequence
 
+from multiverse.failures import Preempted, UniverseDied, exit_words, stop_requested, with_output
 from multiverse.runtime import resolve_device
 
 
 class UniverseError(RuntimeError):
-    """A universe's training did not give valid metrics."""
+    """A universe's training did not give valid metrics (``cause``: its
+    :data:`multiverse.failures.CAUSES` entry)."""
+
+    cause = "invalid metrics"
 
 
 def load(spec: str, pythonpath: Sequence[str] = (), base: str | Path = ".") -> Callable:
@@ -175,6 +181,7 @@ class Progress:
                          if k not in ("epoch", "seconds"))
         if self.clock is None:
             self.log.info("%s epoch %s %s (%.1fs)", self.id, epoch, shown, seconds)
+            self.stop_if_asked(epoch)
             return
         # this epoch's own time in this job (a resumed universe's earlier epochs are not timed here)
         self.clock.epoch(self.slot, epoch, now - self.last)
@@ -183,6 +190,13 @@ class Progress:
         self.log.info("%s epoch %s%s %s (%.1fs; universe %d/%d, shard ETA %s)", self.id, epoch,
                       "" if planned is None else f"/{planned}", shown, seconds, self.slot + 1,
                       len(self.clock.planned), "unknown" if eta is None else duration(eta))
+        self.stop_if_asked(epoch)
+
+    def stop_if_asked(self, epoch: Any) -> None:
+        """The job was asked to stop (SIGTERM under the guard): a user's training stops at
+        its next ``progress`` call; resuming is its own, from its ``run_dir``."""
+        if stop_requested():
+            raise Preempted(f"{self.id} stopped after its epoch {epoch}")
 
 
 def _plain(v: Any) -> Any:
@@ -218,23 +232,34 @@ def _has_field(tok: str) -> bool:
 def run_command(args: Sequence[str], out: Path, universe_id: str, log: logging.Logger,
                 cwd: str | Path = ".") -> Any:
     """Run one universe's command (its output logged line by line) and read its metrics
-    JSON; raises :class:`UniverseError` on a non-zero exit or a missing or unreadable file."""
+    JSON. A command that exits non-zero or is killed by a signal raises
+    :class:`multiverse.failures.UniverseDied` (its status or signal and last output
+    lines); a missing or unreadable file :class:`UniverseError`. The command dies with
+    the worker that runs it (Linux) and shares its process group, so that a time limit
+    stops it and what it started (:func:`multiverse.failures.guard`)."""
+    from multiverse.failures import TAIL_LINES, die_with_parent
+
     if out.exists():
         out.unlink()  # a file left by an earlier attempt must not count as this one's
     log.info("%s $ %s", universe_id, shlex.join(args))
     tail: list[str] = []
     try:
-        proc = subprocess.Popen(list(args), cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        proc = subprocess.Popen(list(args), cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                errors="replace", preexec_fn=die_with_parent if sys.platform.startswith("linux") else None)
     except OSError as err:
-        raise UniverseError(f"the command could not start: {err}") from None
+        failure = UniverseError(f"the command could not start: {err}")
+        failure.cause = "raised"
+        raise failure from None
     assert proc.stdout is not None
     for line in proc.stdout:
         line = line.rstrip("\n")
         log.info("%s | %s", universe_id, line)
-        tail = (tail + [line])[-5:]
+        tail = (tail + [line])[-TAIL_LINES:]
     rc = proc.wait()
+    if stop_requested():  # SIGTERM reached the command too: the job stops, the universe has not failed
+        raise Preempted(f"{universe_id}'s command stopped ({exit_words(rc)})")
     if rc != 0:
-        raise UniverseError(f"the command exited with status {rc}; its last output: {' / '.join(tail)}")
+        raise UniverseDied(with_output(f"the command {exit_words(rc)}", tail))
     if not out.exists():
         raise UniverseError(f"the command exited 0 but wrote no metrics JSON at {out}")
     try:
@@ -308,6 +333,26 @@ def prepare_user_data(spec: str, pythonpath: Sequence[str], seed: int, path: str
 KEPT_RECORD = "multiverse_record.json"
 
 
+def read_kept(path: Path, key: Mapping[str, Any], declared: Mapping[str, Any], log: logging.Logger
+              ) -> dict[str, Any] | None:
+    """The record a universe finished under ``key`` in an earlier run of its shard, or
+    None (a damaged file is reported and the universe trains again)."""
+    if not path.exists():
+        return None
+    try:
+        kept = json.loads(path.read_text())
+        if kept.get("key") != key:
+            return None
+        record = kept["record"]
+        if not isinstance(record, dict) or not {"status", "metrics", "train_seconds"} <= set(record) \
+                or set(record["metrics"]) != set(declared):
+            raise ValueError("it lacks the fields of a record")
+        return record
+    except (ValueError, KeyError, TypeError, AttributeError, OSError) as err:
+        log.warning("%s is damaged, not used (%s): the universe trains again", path, err)
+        return None
+
+
 def train_user_shard(universes: Sequence[Mapping[str, Any]], training: Mapping[str, Any],
                      declared: Mapping[str, Any], record_paths: Sequence[str], log: logging.Logger,
                      data_path: str | None = None, retries: int = 1) -> None:
@@ -320,7 +365,8 @@ def train_user_shard(universes: Sequence[Mapping[str, Any]], training: Mapping[s
     under the same identity, training and metrics is not trained again (logged as
     ``kept``). Resuming inside a universe is the user's code's own (from its ``run_dir``).
     """
-    from multiverse.runtime import DeviceUnavailable, failed_record, read_json, universe_fields, versions, write_json
+    from multiverse.failures import ATTEMPTS, Attempts
+    from multiverse.runtime import DeviceUnavailable, universe_fields, versions, write_json
 
     resolve_device(training.get("device", "cpu"), log)  # no GPU where one is asked for: stop before any universe
 
@@ -336,25 +382,23 @@ def train_user_shard(universes: Sequence[Mapping[str, Any]], training: Mapping[s
         # JSON's form (tuples as lists), as the kept file holds it
         key = json.loads(json.dumps({"universe": universe_fields(u), "declared": declared, "training": {
             k: training.get(k) for k in ("entrypoint", "command", "pythonpath", "device")}}))
-        kept = read_json(run_dir / KEPT_RECORD) if (run_dir / KEPT_RECORD).exists() else None
-        if kept is not None and kept.get("key") == key:
-            record = kept["record"]
+        kept = read_kept(run_dir / KEPT_RECORD, key, declared, log)
+        if kept is not None:
+            record = kept
             log.info("%s kept: finished by an earlier run of this shard (%s)", u["id"], run_dir / KEPT_RECORD)
         else:
-            for attempt in range(1, retries + 2):
-                try:
-                    record = train_user_universe(u, training, declared, run_dir, data, data_path, log, fn, clock, slot)
-                    break
-                except DeviceUnavailable:  # the node's fault, not the universe's
-                    raise
-                except Exception as err:  # a universe's own failure is data, not a crash
-                    log.exception("universe %s failed (attempt %d of %d)", u["id"], attempt, retries + 1)
-                    record = {**failed_record(err), "metrics": {m: math.nan for m in declared}}
+            attempts = Attempts(run_dir, key, u, log)
+            record, attempt = attempts.run(
+                lambda: train_user_universe(u, training, declared, run_dir, data, data_path, log, fn, clock, slot),
+                retries, passthrough=(DeviceUnavailable,))  # the node's fault, not the universe's
+            if record is None:  # every attempt failed, here or in a worker that died or overran
+                record = {**attempts.record(), "metrics": {m: math.nan for m in declared}}
             record = {**universe_fields(u), **record, "attempts": attempt, "versions": env}
             write_json(run_dir / KEPT_RECORD, {"key": key, "record": record})
         clock.finish(slot, record.get("epochs_run") or 0)
         write_json(record_path, record)
         log.info("%s %s in %.2fs: %s %s", u["id"], u["params"], record["train_seconds"], record["status"],
-                 record.get("error") or record["metrics"])
+                 f"({record.get('failure')}: {record['error']})" if record.get("error") else record["metrics"])
     for record_path in record_paths:  # the shard is done: its declared records are what counts now
-        (Path(record_path).parent / "run" / KEPT_RECORD).unlink(missing_ok=True)
+        for name in (KEPT_RECORD, ATTEMPTS):
+            (Path(record_path).parent / "run" / name).unlink(missing_ok=True)

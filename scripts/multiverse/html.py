@@ -50,6 +50,14 @@ def statuses(counts) -> str:
     return ", ".join(f"{n} {s}" for s, n in counts.items())
 
 
+def status_table_html(df: pd.DataFrame) -> str:
+    """The training runs by outcome, failed ones by cause (raised, died, timed out, out of
+    memory, invalid metrics: :func:`multiverse.aggregate.status_table`)."""
+    from multiverse.aggregate import status_table
+
+    return "<p><b>Training runs by outcome</b> (a failed one by its cause):</p>" + _table(status_table(df))
+
+
 def _img(path: str, caption: str) -> str:
     data = base64.b64encode(Path(path).read_bytes()).decode("ascii")
     return (f'<figure><img src="data:image/png;base64,{data}" alt="{_html.escape(caption)}">'
@@ -83,6 +91,7 @@ def write_report(path: str, config: Mapping[str, Any], df: pd.DataFrame, result:
         "0.95), fails at P(holds) &le; 0.05; with a margin, it is equivalent at P(|effect| &lt; margin) &ge; 0.95. "
         "Design-based answers estimate the average over universes where the metric is defined: a failed universe, "
         "and for losses, the gap and sharpness a diverged one, count as not defined.</p>",
+        status_table_html(df),
         "<h2>The claims at a glance</h2>",
         headline(result["claims"]),
     ]

@@ -89,7 +89,7 @@ def metrics_shard(
     import torch
 
     from multiverse.data import read_data
-    from multiverse.runtime import read_json, write_json
+    from multiverse.runtime import read_record, write_json
     from multiverse.train import resolve_device
 
     device = str(resolve_device(device, log))
@@ -97,7 +97,7 @@ def metrics_shard(
         torch.use_deterministic_algorithms(True, warn_only=True)  # as in training
     data = read_data(data_path)
     for model_path, record_path, out in zip(model_paths, record_paths, out_paths):
-        record = read_json(record_path)
+        record = read_record(record_path, TRAIN_FIELDS)
         state = torch.load(model_path, weights_only=True)
         metrics = universe_metrics(data, state, record, width=model["width"], depth=model["depth"],
                                    arch=model["arch"], sharpness=sharpness, device=device)
@@ -105,9 +105,13 @@ def metrics_shard(
         log.info("%s: %s", record["id"], metrics)
 
 
+#: What the metrics step reads of every train record (:func:`multiverse.runtime.read_record`).
+TRAIN_FIELDS = ("id", "round", "params", "status")
+
+
 def metrics_record(record: Mapping[str, Any], metrics: Mapping[str, float]) -> dict[str, Any]:
     """A universe's metrics record: its identity and outcome from its train record, and ``metrics``."""
-    keep = ("status", "error", "diverged_epoch", "epochs_run", "versions")
+    keep = ("status", "failure", "error", "diverged_epoch", "epochs_run", "versions")
     return {**universe_fields(record), **{k: record.get(k) for k in keep}, "metrics": dict(metrics)}
 
 
@@ -115,9 +119,9 @@ def recorded_metrics_shard(record_paths: Sequence[str], out_paths: Sequence[str]
     """Rule ``metrics`` for a user's training: its metrics were checked against their
     declarations when the universe trained (:mod:`multiverse.entrypoint`); written as the
     built-in trainer's are."""
-    from multiverse.runtime import read_json, write_json
+    from multiverse.runtime import read_record, write_json
 
     for record_path, out in zip(record_paths, out_paths):
-        record = read_json(record_path)
+        record = read_record(record_path, (*TRAIN_FIELDS, "metrics"))
         write_json(out, metrics_record(record, record["metrics"]))
         log.info("%s: %s", record["id"], record["metrics"])

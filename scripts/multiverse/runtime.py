@@ -114,6 +114,31 @@ def read_json(path: str | Path) -> Any:
         return json.load(fh)
 
 
+class OlderResults(RuntimeError):
+    """A results file this version cannot read: written by an older version of the project
+    (or damaged). Step scripts print its message and exit, without a traceback."""
+
+
+def read_record(path: str | Path, fields: Iterable[str]) -> dict[str, Any]:
+    """A universe's train or metrics record at ``path``, which must hold ``fields``;
+    raises :class:`OlderResults` saying what to do when it is unreadable or lacks one."""
+    path = Path(path)
+    try:
+        record = read_json(path)
+        missing = [] if isinstance(record, dict) else ["its fields"]
+        missing = missing or [f for f in fields if f not in record]
+    except (ValueError, OSError) as err:
+        record, missing = None, [f"readable JSON ({err})"]
+    if missing:
+        parts = path.parts
+        study = Path(*parts[: parts.index("universes")]) if "universes" in parts else path.parent
+        raise OlderResults(
+            f"{path} lacks {', '.join(map(str, missing))}: it was written by an older version of this project (or is "
+            f"damaged), and this version cannot read it. Train its universes again with `snakemake --forcerun train`, "
+            f"or move {study} away and run the study afresh")
+    return record
+
+
 def versions(packages: Iterable[str]) -> dict[str, str]:
     """Installed versions of ``packages`` plus Python's, for provenance."""
     out = {"python": platform.python_version()}
@@ -140,11 +165,19 @@ def step_logger(path: str | Path) -> "logging.Logger":
 
 
 # --- a universe's records ------------------------------------------------------------
-def failed_record(error: BaseException) -> dict[str, Any]:
-    """The record of a universe whose training raised: kept as data, not a crash."""
+def failed_record(error: BaseException | str, cause: str | None = None) -> dict[str, Any]:
+    """The record of a universe whose training failed: kept as data, not a crash.
+    ``failure`` is its cause (:data:`multiverse.failures.CAUSES`; from the error when
+    not given), ``error`` what happened."""
+    from multiverse.failures import cause_of
+
+    if isinstance(error, BaseException):
+        cause = cause or cause_of(error)
+        error = f"{type(error).__name__}: {error}"
     return {
         "status": "failed",
-        "error": f"{type(error).__name__}: {error}",
+        "failure": cause or "raised",
+        "error": error,
         "diverged_epoch": None,
         "epochs_run": 0,
         "history": [],

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from multiverse.failures import ATTEMPTS, Attempts, Preempted, stop_requested
 from multiverse.runtime import atomic_write, failed_record, universe_fields  # noqa: F401  (re-exported)
 
 # Momentum of the "momentum" optimizer (SGD with heavy-ball momentum) when the space has
@@ -254,9 +255,16 @@ def universe_key(
             "data": digest, "torch": str(torch.__version__), "code": CODE_DIGEST}
 
 
-def read_saved(path: str | Path, key: Mapping[str, Any], log: logging.Logger) -> dict[str, Any] | None:
-    """The checkpoint or kept result at ``path`` when there is one, readable and saved
-    under ``key``; else None (and a warning when one is there but not used)."""
+#: What a checkpoint and a kept result hold; a file lacking any is damaged, not used.
+CHECKPOINT_FIELDS = ("epoch", "step", "history", "seconds", "model", "optimizer", "generator", "rng")
+FINAL_FIELDS = ("state", "record")
+
+
+def read_saved(path: str | Path, key: Mapping[str, Any], log: logging.Logger,
+               fields: Sequence[str] = ()) -> dict[str, Any] | None:
+    """The checkpoint or kept result at ``path`` when there is one, readable, saved
+    under ``key`` and holding ``fields``; else None (and a warning when one is there but
+    not used: the universe trains afresh, never fails on it)."""
     path = Path(path)
     if not path.exists():
         return None
@@ -267,6 +275,10 @@ def read_saved(path: str | Path, key: Mapping[str, Any], log: logging.Logger) ->
         return None
     if not isinstance(saved, dict) or saved.get("key") != key:
         log.warning("%s was saved for another universe, setting, data, torch or code: not used", path)
+        return None
+    missing = [f for f in fields if f not in saved]
+    if missing:
+        log.warning("%s is damaged (it lacks %s): not used", path, missing)
         return None
     return saved
 
@@ -311,8 +323,12 @@ def train_universe(
     is written there after every ``checkpoint_every``-th epoch (0: never), and training
     resumes from a checkpoint found there at the start if it was saved under the same
     :func:`universe_key` (said in ``log``; ``digest``: the data's :func:`data_digest`,
-    computed here if not given). On the CPU a resumed universe's weights and history are
-    bitwise those of an uninterrupted run; saving draws no random number.
+    computed here if not given; a damaged one is reported and training starts afresh).
+    When the job is asked to stop (:func:`multiverse.failures.stop_requested`: SIGTERM
+    under the guard), the state is saved at the next minibatch, where it stands inside
+    its epoch, and :class:`multiverse.failures.Preempted` is raised. On the CPU a resumed
+    universe's weights and history are bitwise those of an uninterrupted run; saving
+    draws no random number.
     """
     log = log or logging.getLogger(__name__)
     dev = resolve_device(device)
@@ -340,26 +356,56 @@ def train_universe(
     gen = torch.Generator().manual_seed(seed)
     history: list[dict[str, float]] = []
     status, diverged_epoch, step, done, elapsed = "ok", None, 0, 0, 0.0
-    saved = None if checkpoint_path is None else read_saved(checkpoint_path, key, log)
+    saved = None if checkpoint_path is None else read_saved(checkpoint_path, key, log, CHECKPOINT_FIELDS)
+    partial = None  # where in its epoch a preempted universe stopped
     if saved is not None:
-        model.load_state_dict(saved["model"])
-        opt.load_state_dict(saved["optimizer"])  # its learning rate too, which LinearLR steps from
-        if schedule is not None:
-            schedule.load_state_dict(saved["schedule"])
-        gen.set_state(saved["generator"])
-        torch.set_rng_state(saved["rng"])  # dropout's
-        if dev.type == "cuda":
-            torch.cuda.set_rng_state(saved["cuda_rng"], dev)
-        history, step, done, elapsed = saved["history"], saved["step"], saved["epoch"], saved["seconds"]
-        log.info("resumed from %s after epoch %d (%.1fs trained before)", checkpoint_path, done, elapsed)
+        try:
+            model.load_state_dict(saved["model"])
+            opt.load_state_dict(saved["optimizer"])  # its learning rate too, which LinearLR steps from
+            if schedule is not None:
+                schedule.load_state_dict(saved["schedule"])
+            gen.set_state(saved["generator"])
+            torch.set_rng_state(saved["rng"])  # dropout's
+            if dev.type == "cuda":
+                torch.cuda.set_rng_state(saved["cuda_rng"], dev)
+            history, step, done, elapsed = list(saved["history"]), int(saved["step"]), int(saved["epoch"]), float(saved["seconds"])
+            partial = saved.get("partial")
+        except Exception as err:  # noqa: BLE001  (a damaged checkpoint: warn, train afresh, never fail on it)
+            log.warning("%s is damaged, not used (%s: %s): training afresh", checkpoint_path, type(err).__name__, err)
+            Path(checkpoint_path).unlink(missing_ok=True)
+            return train_universe(data, params, seed=seed, epochs=epochs, width=width, depth=depth, device=device,
+                                  arch=arch, base_batch=base_batch, progress=progress, checkpoint_path=checkpoint_path,
+                                  checkpoint_every=checkpoint_every, log=log, digest=digest)
+        log.info("resumed from %s after epoch %d%s (%.1fs trained before)", checkpoint_path, done,
+                 f" and {partial['steps']} of its next epoch's steps" if partial else "", elapsed)
     start = time.perf_counter() - elapsed
+
+    def snapshot(epoch: int, **more: Any) -> None:
+        state = {
+            "key": key, "epoch": epoch, "step": step, "history": history, "seconds": time.perf_counter() - start,
+            "model": model.state_dict(), "optimizer": opt.state_dict(),
+            "schedule": None if schedule is None else schedule.state_dict(),
+            "generator": gen.get_state(), "rng": torch.get_rng_state(),
+            "cuda_rng": torch.cuda.get_rng_state(dev) if dev.type == "cuda" else None, **more,
+        }
+        atomic_write(checkpoint_path, lambda tmp: torch.save(state, tmp))
+
     for epoch in range(done + 1, math.ceil(steps / per_epoch) + 1):
         model.train()
-        order = torch.randperm(n, generator=gen).to(dev)
-        loss_sum, correct, seen = 0.0, 0, 0
-        for i in range(0, n, bs):
+        if partial is not None:  # resume inside the epoch a preemption stopped
+            order, first = partial["order"].to(dev), int(partial["next"])
+            loss_sum, correct, seen = float(partial["loss_sum"]), int(partial["correct"]), int(partial["seen"])
+            partial = None
+        else:
+            order, first = torch.randperm(n, generator=gen).to(dev), 0
+            loss_sum, correct, seen = 0.0, 0, 0
+        for i in range(first, n, bs):
             if step == steps:
                 break
+            if stop_requested() and checkpoint_path is not None:  # SIGTERM: save where it stands, then stop
+                snapshot(epoch - 1, partial={"order": order.cpu(), "next": i, "loss_sum": loss_sum, "correct": correct,
+                                             "seen": seen, "steps": i // bs})
+                raise Preempted(f"saved {checkpoint_path} in epoch {epoch}, after {i // bs} of its steps")
             idx = order[i : i + bs]
             xb, yb = t["X_train"][idx], t["y_train"][idx]
             logits = model(xb)
@@ -386,16 +432,15 @@ def train_universe(
         )
         if checkpoint_path is not None and checkpoint_every > 0 and epoch % checkpoint_every == 0 \
                 and math.isfinite(val_loss):
-            snapshot = {
-                "key": key, "epoch": epoch, "step": step, "history": history, "seconds": time.perf_counter() - start,
-                "model": model.state_dict(), "optimizer": opt.state_dict(),
-                "schedule": None if schedule is None else schedule.state_dict(),
-                "generator": gen.get_state(), "rng": torch.get_rng_state(),
-                "cuda_rng": torch.cuda.get_rng_state(dev) if dev.type == "cuda" else None,
-            }
-            atomic_write(checkpoint_path, lambda tmp: torch.save(snapshot, tmp))
+            snapshot(epoch)
         if progress is not None:
-            progress(**history[-1])
+            try:
+                progress(**history[-1])
+            except Preempted:  # the reporter saw SIGTERM at the epoch's end: save that epoch, then stop
+                if checkpoint_path is None or not math.isfinite(val_loss):
+                    raise
+                snapshot(epoch)
+                raise Preempted(f"saved {checkpoint_path} after epoch {epoch}") from None
         if not math.isfinite(val_loss):
             status, diverged_epoch = "diverged", epoch
             break
@@ -430,9 +475,14 @@ def train_shard(
 ) -> None:
     """Train each universe of a shard and write its weights and record (slot order).
 
-    A universe that raises is tried ``retries`` more times, then recorded as ``failed``
-    with its error; one whose loss turns non-finite is ``diverged``. Neither stops the
-    shard. (The rule's own ``retries`` covers a job whose process dies.)
+    A universe that fails is tried ``retries`` more times, then recorded as ``failed``
+    with its cause (``failure``, :data:`multiverse.failures.CAUSES`) and error; one whose
+    loss turns non-finite is ``diverged``. Neither stops the shard. Its attempts are
+    counted in its ``run/`` folder (:class:`multiverse.failures.Attempts`), so that under
+    :func:`multiverse.failures.guard` a universe that kills or hangs its process counts
+    too, and one whose attempts are used up is not tried again. After running out of
+    memory, what it held is freed before the next attempt. A checkpoint, kept result or
+    attempts file that is damaged is reported and the universe trains afresh.
 
     A job killed mid-shard (kill -9, a time limit, a preemption) loses little when it runs
     again: each universe's ``run/`` folder (beside its record, not a declared output, so
@@ -461,26 +511,21 @@ def train_shard(
         key = {"universe": universe_fields(u), **universe_key(
             digest, u["params"], seed=u["seed"], epochs=training["epochs"], width=model["width"], depth=model["depth"],
             arch=model["arch"], base_batch=training["base_batch"], device=device.type)}
-        kept = read_saved(run / FINAL, key, log)
+        kept = read_saved(run / FINAL, key, log, FINAL_FIELDS)
         if kept is not None:
             state, record = kept["state"], kept["record"]
             log.info("%s kept: finished by an earlier run of this shard (%s)", u["id"], run / FINAL)
         else:
-            for attempt in range(1, retries + 2):
-                try:
-                    state, record = train_universe(
-                        data, u["params"], seed=u["seed"], epochs=training["epochs"], width=model["width"],
-                        depth=model["depth"], device=training["device"], arch=model["arch"],
-                        base_batch=training["base_batch"], progress=Progress(u["id"], log, clock, slot),
-                        checkpoint_path=run / CHECKPOINT, checkpoint_every=checkpoint_every, log=log,
-                        digest=digest,
-                    )
-                    break
-                except DeviceUnavailable:  # the node's fault, not the universe's
-                    raise
-                except Exception as err:  # a universe's own failure is data, not a crash
-                    log.exception("universe %s failed (attempt %d of %d)", u["id"], attempt, retries + 1)
-                    state, record = {}, failed_record(err)
+            attempts = Attempts(run, key, u, log)
+            result, attempt = attempts.run(lambda: train_universe(
+                data, u["params"], seed=u["seed"], epochs=training["epochs"], width=model["width"],
+                depth=model["depth"], device=training["device"], arch=model["arch"],
+                base_batch=training["base_batch"], progress=Progress(u["id"], log, clock, slot),
+                checkpoint_path=run / CHECKPOINT, checkpoint_every=checkpoint_every, log=log, digest=digest,
+            ), retries, passthrough=(DeviceUnavailable,))  # the node's fault, not the universe's
+            state, record = result if result is not None else ({}, None)
+            if record is None:  # every attempt failed, here or in a worker that died or overran
+                record = attempts.record()
             record = {**universe_fields(u), **record, "attempts": attempt, "versions": env}
             final = {"key": key, "state": state, "record": record}
             atomic_write(run / FINAL, lambda tmp: torch.save(final, tmp))
@@ -488,10 +533,11 @@ def train_shard(
         clock.finish(slot, record["epochs_run"])
         atomic_write(model_path, lambda tmp: torch.save(state, tmp))
         write_json(record_path, record)
-        log.info("%s %s in %.2fs: %s", u["id"], u["params"], record["train_seconds"], record["status"])
+        log.info("%s %s in %.2fs: %s%s", u["id"], u["params"], record["train_seconds"], record["status"],
+                 f" ({record['failure']}: {record['error']})" if record["status"] == "failed" else "")
     for record_path in record_paths:  # the shard is done: its declared outputs are what counts now
         run = Path(record_path).parent / "run"
-        for name in (CHECKPOINT, FINAL):  # a checkpoint too, where a kill came between the two
+        for name in (CHECKPOINT, FINAL, ATTEMPTS):  # a checkpoint too, where a kill came between the two
             (run / name).unlink(missing_ok=True)
         if run.is_dir() and not any(run.iterdir()):
             run.rmdir()
