@@ -56,6 +56,40 @@ TINY = ROOT / "tests" / "config" / "tiny.yaml"
 CHECKOUT = ("workflow", "scripts", "config", "envs", "profiles")
 
 
+def three_universe_shard(tmp_path: Path, digits: dict, config: dict, params: list[dict]):
+    """A shard of three small digits universes (``params``) and, for a folder name, the
+    keyword arguments of :func:`multiverse.train.train_shard` that write into it."""
+    import numpy as np
+
+    np.savez(tmp_path / "data.npz", **digits)
+    us = [{"id": f"r0u00{k}", "round": 0, "index": k, "shard": 0, "slot": k, "seed": 3 + k, "params": p}
+          for k, p in enumerate(params)]
+
+    def shard_args(folder: str, **extra) -> dict:
+        return dict(data_path=str(tmp_path / "data.npz"), universes=us,
+                    model={**config["model"], "width": 16, "depth": 1}, training={**config["training"], "epochs": 4},
+                    model_paths=[str(tmp_path / folder / f"u{k}" / "model.pt") for k in range(3)],
+                    record_paths=[str(tmp_path / folder / f"u{k}" / "train.json") for k in range(3)], **extra)
+
+    return us, shard_args
+
+
+def user_project(tmp_path: Path, monkeypatch, module: str, files: dict[str, str]):
+    """A user's project folder as the working directory: ``files`` (relative paths to
+    their text, dedented), with ``module`` (in src/) imported afresh; yields the folder."""
+    import sys
+    import textwrap
+
+    for rel, text in files.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(textwrap.dedent(text))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    sys.modules.pop(module, None)
+    yield tmp_path
+    sys.modules.pop(module, None)
+
+
 def make_checkout(dest: Path, **edits) -> Path:
     """A copy of the workflow's files with the tiny config as ``tiny.yaml``, so a test
     run never touches the repo's results/. ``edits`` update config sections."""

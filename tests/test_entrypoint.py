@@ -8,6 +8,7 @@ import sys
 import textwrap
 
 import pytest
+from conftest import user_project
 
 from multiverse import entrypoint as E
 from multiverse.config import ConfigError, check_config, check_sizes, compose, study_metrics, with_defaults
@@ -74,14 +75,7 @@ json.dump({"val_acc": 0.9, "loss": 0.1, "gamma_given": a.gamma is not None, "nam
 @pytest.fixture
 def project(tmp_path, monkeypatch):
     """A user's project folder with its own module in src/ and a script, as the working directory."""
-    (tmp_path / "src").mkdir()
-    (tmp_path / "src" / "user_code.py").write_text(textwrap.dedent(USER_CODE))
-    (tmp_path / "script.py").write_text(textwrap.dedent(SCRIPT))
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(sys, "path", list(sys.path))
-    sys.modules.pop("user_code", None)
-    yield tmp_path
-    sys.modules.pop("user_code", None)
+    yield from user_project(tmp_path, monkeypatch, "user_code", {"src/user_code.py": USER_CODE, "script.py": SCRIPT})
 
 
 def user_config(**training) -> dict:

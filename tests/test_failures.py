@@ -14,12 +14,14 @@ import textwrap
 import threading
 import time
 import weakref
+from functools import partial
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 import torch
+from conftest import three_universe_shard, user_project
 
 from multiverse import entrypoint as E
 from multiverse import failures as F
@@ -89,15 +91,8 @@ def one_torch_thread():
 
 @pytest.fixture
 def project(tmp_path, monkeypatch):
-    (tmp_path / "src").mkdir()
-    (tmp_path / "src" / "faulty.py").write_text(textwrap.dedent(FAULTY))
-    (tmp_path / "hang.py").write_text(textwrap.dedent(HANG))
-    (tmp_path / "kills_itself.py").write_text(textwrap.dedent(KILLS_ITSELF))
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(sys, "path", list(sys.path))
-    sys.modules.pop("faulty", None)
-    yield tmp_path
-    sys.modules.pop("faulty", None)
+    yield from user_project(tmp_path, monkeypatch, "faulty",
+                            {"src/faulty.py": FAULTY, "hang.py": HANG, "kills_itself.py": KILLS_ITSELF})
 
 
 def universes(*Cs):
@@ -317,18 +312,9 @@ guard(lambda: train_shard(**a, log=log), log, retries=1)
 
 
 def test_sigterm_saves_the_running_universe_and_exits_to_be_rerun_which_resumes_bitwise(digits, tmp_path, config):
-    np.savez(tmp_path / "data.npz", **digits)
     params = [U, {**U, "dropout": 0.2, "depth": 2}, {**U, "optimizer": "momentum", "lr": 0.05}]
-    us = [{"id": f"r0u00{k}", "round": 0, "index": k, "shard": 0, "slot": k, "seed": 3 + k, "params": p}
-          for k, p in enumerate(params)]
-
-    def shard_args(folder):
-        return dict(data_path=str(tmp_path / "data.npz"), universes=us,
-                    model={**config["model"], "width": 16, "depth": 1}, training={**config["training"], "epochs": 4},
-                    model_paths=[str(tmp_path / folder / f"u{k}" / "model.pt") for k in range(3)],
-                    record_paths=[str(tmp_path / folder / f"u{k}" / "train.json") for k in range(3)],
-                    checkpoint_every=0)
-
+    us, shard_args = three_universe_shard(tmp_path, digits, config, params)
+    shard_args = partial(shard_args, checkpoint_every=0)
     args = shard_args("preempted")
     (tmp_path / "args.json").write_text(json.dumps(args))
     job = subprocess.run([sys.executable, "-c", PREEMPTED_SHARD, SCRIPTS, str(tmp_path / "args.json"),

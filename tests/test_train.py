@@ -4,6 +4,7 @@ import math
 
 import pytest
 import torch
+from conftest import three_universe_shard
 
 from multiverse.metrics import metrics_shard, universe_metrics
 from multiverse.train import failed_record, train_shard, train_universe
@@ -202,19 +203,8 @@ def test_a_shard_killed_with_sigkill_keeps_its_finished_universes_and_resumes_th
     import sys
     from pathlib import Path
 
-    import numpy as np
-
-    np.savez(tmp_path / "data.npz", **digits)
     params = [U, {**U, "depth": 2, "dropout": 0.2, "warmup_epochs": 3}, {**U, "optimizer": "momentum", "lr": 0.05}]
-    universes = [{"id": f"r0u00{k}", "round": 0, "index": k, "shard": 0, "slot": k, "seed": 3 + k, "params": p}
-                 for k, p in enumerate(params)]
-
-    def shard_args(folder):
-        return dict(data_path=str(tmp_path / "data.npz"), universes=universes,
-                    model={**config["model"], "width": 16, "depth": 1}, training={**config["training"], "epochs": 4},
-                    model_paths=[str(tmp_path / folder / f"u{k}" / "model.pt") for k in range(3)],
-                    record_paths=[str(tmp_path / folder / f"u{k}" / "train.json") for k in range(3)])
-
+    universes, shard_args = three_universe_shard(tmp_path, digits, config, params)
     args = shard_args("killed")
     (tmp_path / "args.json").write_text(json.dumps(args))
     scripts = str(Path(__file__).resolve().parents[1] / "scripts")
