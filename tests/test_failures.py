@@ -432,7 +432,7 @@ def svm_study(tmp_path, name, faults, *targets):
     if faults:
         (project / "faults.json").write_text(json.dumps(faults))
     overlay = {"design": {"strategy": "sobol", "initial": 12, "rounds": 0, "batch": 4},
-               "training": {"entrypoint": "faulty_svm:train", "shard_size": 4, "retries": 0, "timeout": 0.05},
+               "training": {"entrypoint": "faulty_svm:train", "shard_size": 4, "retries": 0, "timeout": 0.2},
                "report": REPORT_SIZES}
     (project / "tiny.yaml").write_text(json.dumps(overlay))
     res = subprocess.run([sys.executable, "-m", "snakemake", *targets, "--cores", "2", "--configfile", "tiny.yaml"],
@@ -454,7 +454,7 @@ def test_a_study_with_a_killed_a_hanging_and_a_raising_universe_finishes_and_cou
     failed = df[df["status"] == "failed"]
     assert sorted(failed["failure"]) == ["died", "raised", "timed out"] and len(df) == len(ref) == 12
     assert failures_by_cause(df) == {"raised": 1, "died": 1, "timed out": 1, "out of memory": 0, "invalid metrics": 0}
-    assert failed.loc[failed["failure"] == "timed out", "error"].item() == "timed out after 0.05 min"
+    assert failed.loc[failed["failure"] == "timed out", "error"].item() == "timed out after 0.2 min"
     assert "killed by signal 9 (SIGKILL)" in failed.loc[failed["failure"] == "died", "error"].item()
     assert (ref["status"] == "ok").all()
     # the other rows as in the clean run (the run's own timings and provenance aside)
