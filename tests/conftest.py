@@ -38,9 +38,9 @@ def config(default_config):
 
 def design_config(**design) -> dict:
     """A ``design`` section as the Snakefile sees it: these keys (``outcomes`` among them)
-    and the tiny study's rounds, with the schema's defaults for the rest."""
+    and the tiny study's strategy (gp-ivr) and rounds, with the schema's defaults for the rest."""
     config = load_config(TINY)
-    config["design"] = {**{k: config["design"][k] for k in ("initial", "rounds", "batch")}, **design}
+    config["design"] = {**{k: config["design"][k] for k in ("strategy", "initial", "rounds", "batch")}, **design}
     return with_defaults(config)["design"]
 
 
