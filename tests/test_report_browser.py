@@ -47,7 +47,7 @@ def test_standalone_report_opens_and_every_image_loads(tiny_run, tmp_path):
     seen = json.loads(re.search(r'<pre id="probe">(.*?)</pre>', dom, re.S).group(1).replace("&quot;", '"'))
     assert seen["title"] == "Multiverse report: tiny"
     assert seen["images"] >= 20 and seen["loaded"] == seen["images"], seen["broken"]
-    assert seen["tables"] == 3  # claims, Sobol indices, LOO diagnostics
+    assert seen["tables"] == 4  # training runs by outcome, claims, Sobol indices, LOO diagnostics
     assert seen["headings"][:2] == ["The claims at a glance", "Summary of claims"]
     assert any(h.startswith("Claim: ") for h in seen["headings"])
 
