@@ -207,10 +207,16 @@ def test_weights_change_the_estimate_as_inverse_probabilities_should():
 
 @pytest.mark.slow
 @pytest.mark.parametrize("sampling", ["uniform", "greedy"])
-def test_coverage_over_repeated_draws(sampling):
+def test_coverage_over_repeated_draws(sampling, monkeypatch):
     """The 95% intervals of each claim type hold the truth in at least 22 of 24 draws,
     reading every universe (uniform rounds) or the 16 of round 0 (a greedy design).
-    Measured (2026-12-06): 24, 24, 24, 24 of 24 (uniform) and 24, 24, 24, 23 (greedy)."""
+    Measured (2026-12-06): 24, 24, 24, 24 of 24 (uniform) and 24, 24, 24, 23 (greedy), with
+    the report's reference sets and with the smaller ones below alike."""
+    # a smaller reference set than the report's (8,192 and 1,024 points): its error is in the
+    # jackknife, so the intervals stay valid, and the test takes less time (CI: 335 s for the
+    # uniform variant with the full sets)
+    monkeypatch.setattr(DB, "REFERENCE_MEANS", 2048)
+    monkeypatch.setattr(DB, "REFERENCE_PAIRS", 256)
     truths = {"comparison": truth(comparison_truth), "trend": truth(trend_truth), "correlation": truth(tau_truth),
               "expected_best": truth(best_truth)}
     hits = {k: 0 for k in truths}
