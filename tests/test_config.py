@@ -1,11 +1,12 @@
 """Config checks: the JSON schema through snakemake's validate, then the cross-key checks."""
+import copy
 from pathlib import Path
 
 import pytest
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
-from multiverse.config import ConfigError, check_config, config_hash, round_sizes, with_defaults
+from multiverse.config import ConfigError, check_config, config_hash, multiverse_hash, round_sizes, with_defaults
 from multiverse.ids import derive_seed
 
 SCHEMA = str(Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "config.schema.yaml")
@@ -168,3 +169,33 @@ def test_the_config_reference_is_generated_from_the_schema():
         "config/README.md is stale: PYTHONPATH=scripts python -m multiverse.config_reference > config/README.md")
     undescribed = [key for key, _, _, meaning in rows(schema) if not meaning]
     assert not undescribed, undescribed
+
+
+def test_a_budget_derives_the_round_sizes_and_explicit_keys_win(default_config):
+    from multiverse.config import budget_rounds
+
+    assert budget_rounds(48, 4) == {"initial": 16, "rounds": 4, "batch": 8}  # the default study's
+    assert budget_rounds(24, 4) == {"initial": 8, "rounds": 4, "batch": 4}
+    for budget in range(2, 400):
+        for shard in (1, 2, 4, 8):
+            sizes = budget_rounds(budget, shard)
+            total = sizes["initial"] + sizes["rounds"] * sizes["batch"]
+            assert sizes["initial"] % shard == sizes["batch"] % shard == 0 and sizes["initial"] >= 2
+            assert budget <= total < budget + max(shard, 2), (budget, shard, sizes)
+    raw = copy.deepcopy(default_config)
+    raw["design"] = {k: v for k, v in raw["design"].items() if k not in ("initial", "rounds", "batch")}
+    derived = with_defaults({**raw, "design": {**raw["design"], "budget": 48}})
+    explicit = with_defaults(default_config)
+    assert {k: derived["design"][k] for k in ("initial", "rounds", "batch")} == {"initial": 16, "rounds": 4, "batch": 8}
+    assert multiverse_hash(derived) == multiverse_hash(explicit)  # the same universes, the same table
+    mixed = with_defaults({**raw, "design": {**raw["design"], "budget": 48, "batch": 4}})
+    assert (mixed["design"]["batch"], mixed["design"]["rounds"]) == (4, 4)  # the explicit key wins
+    with pytest.raises(WorkflowError, match="budget"):
+        with_defaults(raw)  # neither a budget nor the three sizes
+
+
+def test_report_and_shard_size_have_defaults(default_config):
+    raw = copy.deepcopy(default_config)
+    del raw["report"], raw["training"]["shard_size"]
+    config = with_defaults(raw)
+    assert config["training"]["shard_size"] == 4 and config["report"]["samples"] == 512

@@ -4,11 +4,15 @@ from pathlib import Path
 
 import yaml
 
+import multiverse
+
 ROOT = Path(__file__).resolve().parents[1]
 #: conda-forge package name -> PyPI name, where they differ
 PIP_NAME = {"pytorch": "torch", "pytorch-gpu": "torch", "matplotlib-base": "matplotlib"}
 #: conda-only packages, with no counterpart in requirements.txt
-CONDA_ONLY = {"python", "cuda-version"}
+CONDA_ONLY = {"python", "cuda-version", "pip"}
+#: the package itself, pip-installed in every env at the version of the rules
+PACKAGE = "multiverse-analysis"
 
 
 def pip_pins() -> dict[str, str]:
@@ -22,6 +26,9 @@ def pip_pins() -> dict[str, str]:
 
 
 def test_every_rule_names_a_pinned_env():
+    """Every rule that runs a script names an env of the installed package through
+    common.smk's env_file() (or torch_env(), which picks one by training.device)."""
+    common = (ROOT / "workflow/rules/common.smk").read_text()
     for smk in (ROOT / "workflow/rules").glob("*.smk"):
         for block in re.split(r"^rule ", smk.read_text(), flags=re.M)[1:]:
             name = block.split(":")[0]
@@ -30,16 +37,14 @@ def test_every_rule_names_a_pinned_env():
             if not re.search(r"^\s+(script|shell):", block, flags=re.M):
                 continue  # a target (rule partial_report), as rule all
             if re.search(r"conda:\s*\n(?:\s*#.*\n)?\s*(?:user_env\(config\) or )?torch_env\(\)", block):
-                # common.smk's torch_env(): envs/torch-cuda.yaml for training.device cuda, else envs/torch.yaml
-                common = (smk.parent / "common.smk").read_text()
-                envs = re.findall(r'return "([^"]+)"', common.split("def torch_env")[1].split("\ndef ")[0])
-                assert sorted(Path(e).name for e in envs) == ["torch-cuda.yaml", "torch.yaml"], envs
+                envs = re.findall(r'env_file\("([^"]+)"\)', common.split("def torch_env")[1].split("\ndef ")[0])
+                assert sorted(envs) == ["torch-cuda.yaml", "torch.yaml"], envs
             else:
-                m = re.search(r'conda:\s*\n(?:\s*#.*\n)?\s*(?:user_env\(config\) or )?"([^"]+)"', block)
+                m = re.search(r'conda:\s*\n(?:\s*#.*\n)?\s*(?:user_env\(config\) or )?env_file\("([^"]+)"\)', block)
                 assert m, f"rule {name} has no conda env"
                 envs = m.groups()
             for env in envs:
-                assert (smk.parent / env).resolve().exists(), f"rule {name}: {env} is missing"
+                assert (ROOT / "envs" / env).exists(), f"rule {name}: envs/{env} is missing"
 
 
 def test_conda_envs_pin_exact_versions_from_conda_forge_that_match_pip():
@@ -52,7 +57,11 @@ def test_conda_envs_pin_exact_versions_from_conda_forge_that_match_pip():
     for env in envs:
         spec = yaml.safe_load(env.read_text())
         assert spec["channels"] == ["conda-forge", "nodefaults"], env.name
+        pip = [dep for dep in spec["dependencies"] if isinstance(dep, dict)]
+        assert pip == [{"pip": [f"{PACKAGE} =={multiverse.__version__}"]}], f"{env.name}: {pip}"
         for dep in spec["dependencies"]:
+            if isinstance(dep, dict):
+                continue
             name, version = (s.strip() for s in dep.split("="))
             assert re.fullmatch(r"\d+(\.\d+)*", version), f"{env.name}: {dep} is not an exact pin"
             if name in CONDA_ONLY:
@@ -70,7 +79,7 @@ def test_cuda_torch_env_is_the_cpu_one_with_a_cuda_build():
     requirements.txt, plus conda-forge's pytorch-gpu (the cuda* build) and a CUDA 12 pin."""
     def deps(name):
         spec = yaml.safe_load((ROOT / "envs" / name).read_text())
-        return dict((s.strip() for s in dep.split("=")) for dep in spec["dependencies"])
+        return dict((s.strip() for s in dep.split("=")) for dep in spec["dependencies"] if isinstance(dep, str))
 
     cpu, cuda = deps("torch.yaml"), deps("torch-cuda.yaml")
     assert {k: v for k, v in cuda.items() if k not in ("pytorch-gpu", "cuda-version")} == cpu

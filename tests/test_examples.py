@@ -1,7 +1,8 @@
-"""The user projects under examples/, run end to end at tiny sizes from a copy laid out
-as in the repository: (a) the SVM through an entry point, with the workflow used as a
-Snakemake module from the project's own Snakefile; (b) a plain torch script through a
-command, with this repository's Snakefile run on the project's folder (-s, --directory)."""
+"""User projects end to end at tiny sizes, each with the installed package: (a) the SVM
+example through an entry point, with the workflow used as a Snakemake module whose
+Snakefile is a copy of workflow/ alone, as Snakemake's source cache holds a remote module
+(snakefile: github(...)), no scripts/ or envs/ beside it; (b) a project that
+`multiverse init --template command` writes (a plain torch script through a command)."""
 import shutil
 import subprocess
 import sys
@@ -11,16 +12,9 @@ import pytest
 import yaml
 from conftest import ROOT, make_checkout, planned_jobs, snakemake
 
+from multiverse.cli import init
+
 REPORT_SIZES = {"samples": 64, "reference": 16, "bootstrap": 200, "sobol_points": 64}
-
-
-def copy_project(tmp_path, name):
-    """The workflow's files and one example, in the repository's layout."""
-    for d in ("workflow", "scripts", "envs"):
-        shutil.copytree(ROOT / d, tmp_path / d, ignore=shutil.ignore_patterns("__pycache__"))
-    dest = tmp_path / "examples" / name
-    shutil.copytree(ROOT / "examples" / name, dest, ignore=shutil.ignore_patterns("__pycache__", "results", ".snakemake"))
-    return dest
 
 
 def run(cmd, cwd, timeout=900):
@@ -31,13 +25,23 @@ def run(cmd, cwd, timeout=900):
 
 
 @pytest.mark.slow
-def test_the_svm_example_runs_as_a_module_of_the_users_own_snakefile(tmp_path):
-    project = copy_project(tmp_path, "svm_breast_cancer")
+def test_the_svm_example_runs_with_a_remote_module_copy_of_workflow_alone(tmp_path):
+    """The module's Snakefile is in a folder holding workflow/ only: the rules take the
+    library, the step scripts and the env files from the installed package."""
+    cache = tmp_path / "source-cache" / "multiverse"
+    shutil.copytree(ROOT / "workflow", cache / "workflow", ignore=shutil.ignore_patterns("__pycache__"))
+    assert sorted(p.name for p in cache.iterdir()) == ["workflow"]
+    project = tmp_path / "svm_breast_cancer"
+    shutil.copytree(ROOT / "examples" / "svm_breast_cancer", project,
+                    ignore=shutil.ignore_patterns("__pycache__", "results", ".snakemake"))
+    snakefile = (project / "Snakefile").read_text()
+    assert "workflow_snakefile()" in snakefile  # the example as shipped: the installed workflow
+    (project / "Snakefile").write_text(snakefile.replace("workflow_snakefile()", repr(str(cache / "workflow" / "Snakefile"))))
     # a partial overlay (no `study` key): merged into the project's config key by key
     overlay = {"design": {"initial": 8, "rounds": 1, "batch": 8, "candidates": 32, "reference": 16},
                "report": REPORT_SIZES}
     (project / "tiny.yaml").write_text(yaml.safe_dump(overlay))
-    run(["--cores", "2", "--configfile", "tiny.yaml"], project)
+    res = run(["--cores", "2", "--configfile", "tiny.yaml"], project)
     out = project / "results" / "svm_breast_cancer"
     table = pd.read_csv(out / "multiverse.csv")
     assert len(table) == 16 and (table["status"] == "ok").all()
@@ -53,17 +57,17 @@ def test_the_svm_example_runs_as_a_module_of_the_users_own_snakefile(tmp_path):
 
 
 @pytest.mark.slow
-def test_the_torch_script_example_runs_from_its_own_folder_with_the_repositorys_snakefile(tmp_path):
-    project = copy_project(tmp_path, "torch_script")
+def test_a_command_template_project_runs_a_torch_script_per_universe(tmp_path):
+    project = tmp_path / "script_study"
+    init(project, "command")
     config = yaml.safe_load((project / "config" / "config.yaml").read_text())
+    assert config["study"] == "script_study"
     overlay = {"training": {"command": config["training"]["command"].replace("--epochs 30", "--epochs 3")},
                "design": {"initial": 4, "rounds": 1, "batch": 4, "candidates": 32, "reference": 16},
                "report": REPORT_SIZES}
     (project / "tiny.yaml").write_text(yaml.safe_dump(overlay))
-    # run from elsewhere: the study's paths resolve against --directory
-    run(["-s", str(tmp_path / "workflow" / "Snakefile"), "--directory", str(project), "--cores", "2",
-         "--configfile", str(project / "tiny.yaml")], tmp_path)
-    out = project / "results" / "torch_script"
+    run(["--cores", "2", "--configfile", "tiny.yaml"], project)
+    out = project / "results" / "script_study"
     table = pd.read_csv(out / "multiverse.csv")
     assert len(table) == 8 and (table["status"] == "ok").all() and (table["epochs_run"] == 3).all()
     assert table.loc[table["optimizer"] == "adam", "momentum"].isna().all()

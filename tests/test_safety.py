@@ -5,7 +5,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from conftest import ROOT, load_config, make_checkout, snakemake, write_config
+from conftest import CHECKOUT, ROOT, load_config, make_checkout, snakemake, write_config
 
 from multiverse.config import ConfigError, check_config, with_defaults
 from multiverse.data import load_dataset, write_idx
@@ -108,9 +108,9 @@ def test_study_name_cannot_leave_results(config):
 @pytest.mark.slow
 def test_every_output_stays_under_results(tiny_run):
     """After a full run (and its report), nothing was written outside results/ and Snakemake's own folder."""
-    allowed = {"results", ".snakemake", "snakemake_report.html", "tiny.yaml", "workflow", "scripts", "config", "envs", "profiles"}
+    allowed = {"results", ".snakemake", "snakemake_report.html", "tiny.yaml", *CHECKOUT}
     assert {p.name for p in tiny_run.iterdir()} <= allowed
-    for d in ("workflow", "scripts", "config", "envs", "profiles"):
+    for d in CHECKOUT:
         made = {p.relative_to(tiny_run / d) for p in (tiny_run / d).rglob("*") if "__pycache__" not in p.parts}
         shipped = {p.relative_to(ROOT / d) for p in (ROOT / d).rglob("*") if "__pycache__" not in p.parts}
         assert made <= shipped, made - shipped

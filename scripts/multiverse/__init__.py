@@ -5,7 +5,32 @@ need only PyYAML (``config`` is imported when the Snakefile is parsed); torch, B
 pandas and seaborn are imported by the modules that use them.
 """
 
-__version__ = "0.1.0"
+from pathlib import Path
+
+__version__ = "0.2.0"
+
+
+def resources() -> Path:
+    """The folder that holds the workflow's ``workflow/``, ``envs/`` and ``scripts/``
+    (the step scripts): the installed package itself (they ship as its package data,
+    pyproject.toml), or, for the package imported from a clone (``pip install -e .`` or
+    ``scripts/`` on the path), the clone's root."""
+    here = Path(__file__).resolve().parent
+    return here if (here / "workflow" / "Snakefile").is_file() else here.parents[1]
+
+
+def workflow_snakefile() -> str:
+    """The installed workflow's Snakefile, for a user's ``module`` statement::
+
+        from multiverse import workflow_snakefile
+
+        module multiverse:
+            snakefile: workflow_snakefile()
+            config: config
+
+        use rule * from multiverse
+    """
+    return str(resources() / "workflow" / "Snakefile")
 
 #: The built-in trainer's metrics, declared as a user's training entry point declares
 #: its own (config key ``metrics``, :func:`multiverse.config.study_metrics`): each one's

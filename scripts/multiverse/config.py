@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import math
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -82,7 +83,33 @@ def with_defaults(config: Mapping[str, Any]) -> dict:
 
     config = copy.deepcopy(dict(config))
     validate(config, str(SCHEMA))
+    derive_rounds(config)
     return config
+
+
+def budget_rounds(budget: int, shard_size: int) -> dict[str, int]:
+    """``initial``, ``rounds`` and ``batch`` for a budget of ``budget`` trainings in shards
+    of ``shard_size`` (the rule the schema's ``design.budget`` states): batch a sixth of
+    the budget and round 0 a third, each a multiple of the shard (at least one), as many
+    rounds as the rest holds, and round 0 takes up the remainder, rounded up to a shard
+    (so the total is the budget, or at most ``shard_size - 1`` over it). 48 in shards of 4
+    gives the default study's 16 + 4 x 8."""
+    def shards(n: float) -> int:
+        return shard_size * max(1, math.ceil(n / shard_size - 1e-9))
+
+    batch = shard_size * max(1, round(budget / (6 * shard_size)))
+    rounds = max(0, (budget - shards(max(2, budget / 3))) // batch)
+    return {"initial": shards(max(2, budget - rounds * batch)), "rounds": rounds, "batch": batch}
+
+
+def derive_rounds(config: dict) -> None:
+    """Fill in what ``design.budget`` derives of ``initial``, ``rounds`` and ``batch``
+    (:func:`budget_rounds`); keys the config gives win. A config validated against the
+    schema has the budget or all three."""
+    design = config["design"]
+    if "budget" in design:
+        for key, value in budget_rounds(design["budget"], config["training"]["shard_size"]).items():
+            design.setdefault(key, value)
 
 
 def config_hash(config: Mapping[str, Any]) -> str:
@@ -97,12 +124,13 @@ def multiverse_hash(config: Mapping[str, Any]) -> str:
     limits, checkpoints, resources, the cluster's node), so that editing a claim or moving to a
     cluster does not change the provenance of the table. Under ``design.strategy:
     gp-claims`` the claims and ``explore_share`` choose the universes, so they count;
-    under any other strategy ``explore_share`` is not read and does not."""
+    under any other strategy ``explore_share`` is not read and does not. ``design.budget``
+    does not count: the round sizes it derives (:func:`derive_rounds`) do."""
     skip = {"claims", "report", "resources", "cluster"}
     core = {k: v for k, v in config.items() if k not in skip}
     for section in ("training", "design"):
         if section in core:
-            core[section] = {k: v for k, v in core[section].items() if k not in ("threads", "retries", "timeout", "checkpoint_every", "gpus")}
+            core[section] = {k: v for k, v in core[section].items() if k not in ("threads", "retries", "timeout", "checkpoint_every", "gpus", "budget")}
     if "design" in core:
         if core["design"].get("strategy") == "gp-claims":
             core["claims"] = config.get("claims", [])

@@ -25,6 +25,6 @@ rule aggregate:
         mem_mb=RESOURCES["aggregate"]["mem_mb"],
         runtime=RESOURCES["aggregate"]["runtime"],
     conda:
-        "../../envs/report.yaml"
+        env_file("report.yaml")
     script:
-        "../../scripts/aggregate.py"
+        step("aggregate.py")

@@ -1,17 +1,26 @@
 import os
-import sys
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
-# The step scripts' library lives beside them in scripts/multiverse (this file's
-# folder, not the main Snakefile's: in module form the main Snakefile is the user's).
-sys.path.insert(0, str(Path(workflow.current_basedir.get_path_or_uri(secret_free=True)).parents[1] / "scripts"))
+# The workflow's library is the installed package `multiverse` (pip install
+# multiverse-analysis, or pip install -e . in a clone). Nothing is looked up beside these
+# rules: a remote module (snakefile: github(...)) has only workflow/ in Snakemake's
+# source cache. The step scripts and conda env files come from the same installed package
+# (multiverse.resources()), so the rules and the library they call are one version.
+try:
+    import multiverse
+except ImportError as err:
+    raise WorkflowError(
+        "the multiverse workflow needs its Python package in the environment that runs snakemake: "
+        "pip install multiverse-analysis (in a clone of the repository: pip install -r requirements.txt -e .)"
+    ) from err
 from multiverse.config import (  # noqa: E402
     check_config,
     compose,
     data_file,
+    derive_rounds,
     gpus_per_job,
     load_config,
     multiverse_hash,
@@ -35,6 +44,7 @@ if not workflow.modifier.skip_configfile:
     config.update(_composed)
 
 validate(config, "../schemas/config.schema.yaml")
+derive_rounds(config)  # design.budget -> initial, rounds, batch (keys the config gives win)
 check_config(config)
 
 OUT = f"results/{config['study']}"
@@ -77,11 +87,23 @@ def submission_markers(rounds):
     ]
 
 
+def step(name):
+    """The step script `name` of the installed package (scripts/`name` in a clone): rule
+    train runs step("train.py"), i.e. scripts/train.py, which calls multiverse.train."""
+    return str(multiverse.resources() / "scripts" / name)
+
+
+def env_file(name):
+    """The pinned conda env `name` (envs/`name`) of the installed package; every env
+    installs the package itself at the same version (tests/test_envs.py)."""
+    return str(multiverse.resources() / "envs" / name)
+
+
 def torch_env():
     """The train and metrics rules' conda env: a CUDA build of torch for device cuda."""
     if config["training"]["device"] == "cuda":
-        return "../../envs/torch-cuda.yaml"
-    return "../../envs/torch.yaml"
+        return env_file("torch-cuda.yaml")
+    return env_file("torch.yaml")
 
 
 wildcard_constraints:

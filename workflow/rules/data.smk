@@ -20,6 +20,6 @@ if DATA:
             mem_mb=RESOURCES["prepare_data"]["mem_mb"],
             runtime=RESOURCES["prepare_data"]["runtime"],
         conda:
-            "../../envs/data.yaml"
+            env_file("data.yaml")
         script:
-            "../../scripts/prepare_data.py"
+            step("prepare_data.py")

@@ -20,6 +20,6 @@ rule design:
         mem_mb=RESOURCES["design"]["mem_mb"],
         runtime=RESOURCES["design"]["runtime"],
     conda:
-        "../../envs/design.yaml"
+        env_file("design.yaml")
     script:
-        "../../scripts/design.py"
+        step("design.py")

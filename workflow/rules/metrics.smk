@@ -24,7 +24,7 @@ rule metrics:
     conda:
         torch_env()
     script:
-        "../../scripts/metrics.py"
+        step("metrics.py")
 
 
 # One cluster submission's shards, joined so that Snakemake submits them as one group job

@@ -69,6 +69,6 @@ rule report:
         mem_mb=RESOURCES["report"]["mem_mb"],
         runtime=RESOURCES["report"]["runtime"],
     conda:
-        "../../envs/report.yaml"
+        env_file("report.yaml")
     script:
-        "../../scripts/report.py"
+        step("report.py")

@@ -35,4 +35,4 @@ rule train:
         # a user's own env (training.conda, relative to the working directory), else the built-in one
         user_env(config) or torch_env()
     script:
-        "../../scripts/train.py"
+        step("train.py")
