@@ -1,5 +1,5 @@
-"""Regenerate the README's result tables from a run at HEAD, so they cannot drift from
-what the code gives.
+"""Regenerate the result tables of docs/case_studies.md from a run at HEAD, so they cannot
+drift from what the code gives. (The name is historical: the tables lived in the README.)
 
     .venv/bin/python docs/readme_tables.py default [adaptive_optimizers ...] [--no-run | --report-only]
 
@@ -7,7 +7,7 @@ For each study (``default`` is ``config/config.yaml``, an example's name the use
 ``examples/<name>/`` run in its own folder, any other name ``config/studies/<name>.yaml``)
 it runs the workflow (``snakemake --cores 2``; what is already done is not redone), reads
 its ``results/<study>/report/claims.json`` and rewrites
-the README's block between ``<!-- tables:<study>:start -->`` and
+docs/case_studies.md's block between ``<!-- tables:<study>:start -->`` and
 ``<!-- tables:<study>:end -->`` with the claims table, the Sobol indices of the study's
 first claim metric, and the date, machine and commit it came from.
 """
@@ -25,6 +25,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+#: The file whose ``<!-- tables:<study>:start/end -->`` blocks this script writes.
+TARGET = ROOT / "docs" / "case_studies.md"
 sys.path.insert(0, str(ROOT / "scripts"))
 
 
@@ -60,8 +62,8 @@ def block(study: str) -> str:
 
     claims = json.loads((project(study)[0] / f"results/{study}/report/claims.json").read_text())
     head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout.strip()
-    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":!README.md"],
-                           cwd=ROOT, capture_output=True, text=True).stdout.strip()  # this script writes the README
+    dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no", "--", ".", f":!{TARGET.relative_to(ROOT)}"],
+                           cwd=ROOT, capture_output=True, text=True).stdout.strip()  # this script writes TARGET
     first = claims["claims"][0]["claim"]
     metric = first.get("metric") or first.get("x")
     statuses = ", ".join(f"{n} {s}" for s, n in claims["status_counts"].items())
@@ -85,7 +87,7 @@ def main() -> None:
                     help="rerun only the report rule (the code changed, the studies' results stand): "
                          "--forcerun report --rerun-triggers mtime input")
     args = ap.parse_args()
-    readme = (ROOT / "README.md").read_text()
+    doc = TARGET.read_text()
     for study in args.studies:
         if not args.no_run:
             cwd, extra = project(study)
@@ -93,12 +95,13 @@ def main() -> None:
                 extra += ["--forcerun", "report", "--rerun-triggers", "mtime", "input"]
             subprocess.run([sys.executable, "-m", "snakemake", *extra, "--cores", str(args.cores)], cwd=cwd, check=True)
         start, end = f"<!-- tables:{study}:start -->", f"<!-- tables:{study}:end -->"
-        if start not in readme:
-            raise SystemExit(f"README.md has no block {start} ... {end}")
+        if start not in doc:
+            raise SystemExit(f"{TARGET.relative_to(ROOT)} has no block {start} ... {end}")
         text = block(study)
-        readme = re.sub(re.escape(start) + ".*?" + re.escape(end), lambda _: f"{start}\n{text}\n{end}", readme, flags=re.S)
+        doc = re.sub(re.escape(start) + ".*?" + re.escape(end), lambda _: f"{start}\n{text}\n{end}", doc, flags=re.S)
         print(text)
-    (ROOT / "README.md").write_text(readme)
+    TARGET.write_text(doc)
+    print(f"wrote {len(args.studies)} block(s) of {TARGET.relative_to(ROOT)}")
 
 
 if __name__ == "__main__":

@@ -152,7 +152,7 @@ def test_kill_9_during_training_then_rerun(tmp_path):
     jobs = planned_jobs(dry)
     assert "prepare_data" not in jobs and jobs["train"] == 2  # shard r0/s0 again, then round 1's
     assert "design" in jobs and jobs["design"] == 1  # round 0's design finished and is kept
-    # A killed Snakemake leaves its lock; --unlock removes it (documented in the README).
+    # A killed Snakemake leaves its lock; --unlock removes it (documented in docs/workflow.md).
     assert snakemake(cwd, "--unlock").returncode == 0
     res = snakemake(cwd, "--cores", "2")
     assert res.returncode == 0, res.stderr[-3000:]
