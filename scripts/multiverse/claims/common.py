@@ -95,7 +95,7 @@ class Context:
     #: the built-in trainer's)
     declared: Any = None
     #: hyperparameter chains of a correlation's two-outcome model, each from its own MAP
-    #: fit (``report.hyperparameter_starts``; :func:`multiverse.gp.fit_multitask_gp`)
+    #: fit (``report.hyperparameter_starts``; :func:`multiverse.two_outcome.fit_multitask_gp`)
     hyperparameter_starts: int = 1
     _drawn: Any = None
 

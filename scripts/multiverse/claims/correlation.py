@@ -2,7 +2,7 @@
 
 Kendall's tau, and the granulated tau of Jiang et al. (2020): the mean tau along each
 dimension with the others held fixed, averaged over dimensions. The GP's answer comes
-from joint posterior samples of one two-outcome model (:func:`multiverse.gp.fit_multitask_gp`:
+from joint posterior samples of one two-outcome model (:func:`multiverse.two_outcome.fit_multitask_gp`:
 two independent GPs would give samples whose unexplained wiggles are independent, which
 pulls a sampled tau towards 0; one shared kernel would copy the overall correlation onto
 every dimension); the observed answer is scipy's tau with a bootstrap over universes,
@@ -69,7 +69,7 @@ def check(claim: Mapping[str, Any], key: str, checks) -> None:
 
 
 class JointSurrogate:
-    """A two-outcome GP of ``x`` and ``y`` on their warped scales (:func:`multiverse.gp.fit_multitask_gp`)."""
+    """A two-outcome GP of ``x`` and ``y`` on their warped scales (:func:`multiverse.two_outcome.fit_multitask_gp`)."""
 
     def __init__(self, model, space, warps):
         self.model, self.space, self.warps = model, space, warps
@@ -83,13 +83,13 @@ class JointSurrogate:
 
     def diagnostics(self, names: Sequence[str]) -> dict[str, dict[str, Any]]:
         """LOO diagnostics of each outcome of the model the verdict rests on, by metric name."""
-        from multiverse.gp import multitask_loo_diagnostics
+        from multiverse.two_outcome import multitask_loo_diagnostics
 
         return dict(zip(names, multitask_loo_diagnostics(self.model, self.warps)))
 
 
 def fit_joint(space, universes: Sequence[Mapping[str, Any]], x, y, seed: int, warps, starts: int = 1) -> JointSurrogate:
-    from multiverse.gp import fit_multitask_gp
+    from multiverse.two_outcome import fit_multitask_gp
 
     Y = np.c_[warps[0].forward(x), warps[1].forward(y)]
     return JointSurrogate(fit_multitask_gp(space, universes, Y, seed, starts=starts), space, warps)
