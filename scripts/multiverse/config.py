@@ -20,6 +20,7 @@ from typing import Any, Mapping, Sequence
 import yaml
 
 from multiverse import METRICS, OPTIONAL_METRICS
+from multiverse.errors import ConfigError  # noqa: F401  (re-exported: the rules import it from here)
 
 #: Settings of the built-in trainer's metrics (config key ``metrics``).
 BUILTIN_SETTINGS = ("sharpness",)
@@ -36,17 +37,6 @@ TRAINING_DIMENSIONS = ("optimizer", "lr", "weight_decay", "batch_size", "momentu
 LR_SCALING_RULES = ("none", "linear", "sqrt")
 #: The config's JSON schema, the one place its defaults are written.
 SCHEMA = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
-
-
-class ConfigError(ValueError):
-    """A config value is wrong; the message names the key and what was expected."""
-
-    def __init__(self, key: str, expected: str, got: Any = None):
-        msg = f"config key '{key}': expected {expected}"
-        if got is not None:
-            msg += f", got {got!r}"
-        super().__init__(msg)
-        self.key = key
 
 
 def load_config(path: str | Path) -> dict:

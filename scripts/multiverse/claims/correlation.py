@@ -34,6 +34,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from multiverse.claims import common
+from multiverse.errors import ConfigError
 from multiverse.lazy import np
 
 NAME = "correlation"
@@ -60,8 +61,6 @@ def statement(claim: Mapping[str, Any]) -> str:
 
 
 def check(claim: Mapping[str, Any], key: str, checks) -> None:
-    from multiverse.config import ConfigError
-
     checks.metric(claim["x"], f"{key}.x")
     checks.metric(claim["y"], f"{key}.y")
     if claim["x"] == claim["y"]:

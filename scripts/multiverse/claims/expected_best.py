@@ -37,6 +37,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from multiverse.claims import common, comparison
+from multiverse.errors import ConfigError
 from multiverse.lazy import np
 
 NAME = "expected_best"
@@ -55,8 +56,6 @@ def statement(claim: Mapping[str, Any]) -> str:
 
 
 def check(claim: Mapping[str, Any], key: str, checks) -> None:
-    from multiverse.config import ConfigError
-
     comparison.check(claim, key, checks)
     goal = (checks.metrics.get(claim["metric"]) or {}).get("goal") if isinstance(checks.metrics, Mapping) else None
     if goal == "minimize":

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from multiverse.claims import common
+from multiverse.errors import ConfigError
 from multiverse.lazy import np
 
 NAME = "trend"
@@ -34,8 +35,6 @@ def statement(claim: Mapping[str, Any]) -> str:
 
 
 def check(claim: Mapping[str, Any], key: str, checks) -> None:
-    from multiverse.config import ConfigError
-
     checks.metric(claim["metric"], f"{key}.metric")
     dim = claim["dimension"]
     checks.dimension(dim, f"{key}.dimension", categorical=False)
