@@ -186,21 +186,13 @@ def design_round(
 def claim_relevance(space: SearchSpace, claims: Sequence[Mapping[str, Any]], universes: Sequence[Mapping[str, Any]],
                     ) -> dict[str, np.ndarray]:
     """How much each universe's residual of each claim metric weighs in the claims'
-    statistics, up to a constant: a comparison's or expected best's universes in its two
-    groups (1; 0 elsewhere), a trend's by their distance from the middle of its dimension
-    (a slope's influence), a correlation's all (1). Per metric, the root sum of squares
+    statistics, up to a constant (each claim type's ``relevance``: a comparison's or
+    expected best's universes in its two groups, a trend's by their distance from the
+    middle of its dimension, a correlation's all). Per metric, the root sum of squares
     over the claims that read it."""
     out: dict[str, np.ndarray] = {}
     for c in claims:
-        t = c.get("type", "comparison")
-        if t in ("comparison", "expected_best"):
-            levels = list(c["a"]) + list(c["b"])
-            r = np.array([float(u[c["dimension"]] in levels) for u in universes])
-        elif t == "trend":
-            d = space[c["dimension"]]
-            r = np.array([abs(float(d.to_unit([u[d.name]])[0]) - 0.5) * 2 if d.is_active(u) else 0.0 for u in universes])
-        else:
-            r = np.ones(len(universes))
+        r = kind(c).relevance(space, c, universes)
         for m in kind(c).metrics(c):
             out[m] = np.sqrt(out.get(m, 0.0) ** 2 + r**2)
     return out

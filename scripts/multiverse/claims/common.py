@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
+from multiverse import declaration
+from multiverse.ids import derive_seed
 from multiverse.lazy import np
 
 TOO_FEW = "too few universes"
@@ -104,8 +106,6 @@ class Context:
         (:class:`multiverse.design_based.Drawn`), built once per context."""
         if self._drawn is None:
             from multiverse.design_based import Drawn
-            from multiverse.ids import derive_seed
-
             self._drawn = Drawn(self.df, self.space, self.universes, self.values, derive_seed(self.seed, 600),
                                 self.declared)
         return self._drawn
@@ -118,16 +118,12 @@ class Context:
 
     def declaration(self, metric: str) -> dict:
         """``metric``'s range, goal and ``converged_only`` (:func:`multiverse.declaration`)."""
-        from multiverse import declaration
-
         return declaration(metric, self.declared)
 
     def reference_set(self, fix: str | None = None, per_level: bool = False) -> list[dict]:
         """The Sobol reference set of the integrals: ``reference`` points per level
         combination (``fix``: that dimension held at its first level, callers overwrite
         it), or per level-combination-share (``per_level``) for trends."""
-        from multiverse.ids import derive_seed
-
         return reference_universes(self.space, self.reference, derive_seed(self.seed, 1), fix, per_level)
 
     def converging(self, metrics: Sequence[str], universes: Sequence[Mapping[str, Any]],
@@ -360,6 +356,13 @@ def opposite(a: str, b: str, rel: str) -> bool:
 
 def _est(x: Mapping[str, Any]) -> str:
     return f"{x['effect']:+.3f} [{x['effect_lo']:+.3f}, {x['effect_hi']:+.3f}]"
+
+
+def estimate(x: Mapping[str, Any]) -> str:
+    """An answer's estimate with its 95% interval as the tables print it (``n/a`` without one)."""
+    if not np.isfinite(x.get("effect", np.nan)):
+        return "n/a"
+    return _est(x)
 
 
 def decide(design: Mapping[str, Any], gp: Mapping[str, Any], rel: str, surrogate_ok: bool = True) -> dict[str, Any]:

@@ -42,8 +42,6 @@ from multiverse.lazy import np
 
 NAME = "expected_best"
 STATISTIC = "expected-best difference a - b at the least favourable budget"
-#: The figures of :mod:`multiverse.plots` that draw its evidence and where it holds.
-FIGURE, WHERE_FIGURE = "expected_best_curves", "expected_best_difference"
 
 
 #: One metric compared between two groups, as in a comparison.
@@ -324,3 +322,75 @@ def analyse(claim: Mapping[str, Any], ctx, i: int, influence) -> dict[str, Any]:
 def rows(result: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [{"label": "marginal", "gp": result["gp"], "observed": result["observed"], "design": result.get("design"),
              "summary": result["summary"]}]
+
+
+def relevance(space, claim: Mapping[str, Any], universes: Sequence[Mapping[str, Any]]):
+    """How much each universe's residual of the claim's metric weighs in its statistic,
+    up to a constant (:func:`multiverse.design.claim_relevance`): 1 in its two groups, 0 elsewhere."""
+    levels = list(claim["a"]) + list(claim["b"])
+    return np.array([float(u[claim["dimension"]] in levels) for u in universes])
+
+
+def table_cells(gp: Mapping[str, Any], observed: Mapping[str, Any]) -> tuple[str, str]:
+    """Its cells of the summary table: the GP's and the observed universes' estimates."""
+    return common.estimate(gp), common.estimate(observed)
+
+
+def grid_statistic(claim: Mapping[str, Any], space, axes: Mapping[str, Sequence[Any]],
+                   values: Mapping[str, Any], budgets: Sequence[int] = ()) -> float:
+    """Its statistic over a whole full-factorial grid (the calibration benchmark's truth),
+    from ``values`` (``{metric: axes x seeds}`` single-seed outcomes): the difference of
+    the groups' expected best at the budget (of ``budgets``) least favourable to the claim."""
+    from multiverse import stats
+
+    v = np.moveaxis(values[claim["metric"]], list(axes).index(claim["dimension"]), 0)
+    levels = list(axes[claim["dimension"]])
+    group = lambda side: np.concatenate([v[levels.index(lv)].ravel() for lv in claim[side]])  # noqa: E731
+    diff = stats.mean_max(group("a"), budgets) - stats.mean_max(group("b"), budgets)
+    return float(diff[np.argmin(stats.SIGN[claim["relation"]] * diff)])
+
+
+# --- its figures (drawn by :mod:`multiverse.plots`' helpers) ----------------------
+def figure(c, space, df, path: str) -> None:
+    """Each group's expected best against the budget: GP band and observed MeanMax."""
+    from multiverse import plots as P  # matplotlib and seaborn: claim types load when the Snakefile is parsed
+
+    P.themed("whitegrid")
+    claim = c["claim"]
+    fig, ax = P.plt.subplots(figsize=(7, 4))
+    ks = c["observed"]["budgets"]
+    for k, (name, _) in enumerate(P.groups(claim)):
+        key = "curve_a" if k == 0 else "curve_b"
+        g, o = c["gp"][key], c["observed"][key]
+        P.band(ax, ks, g, f"C{k}", f"{name}: GP")
+        P.errorbars(ax, np.asarray(ks) + 0.1 * (k - 0.5), o["point"], o["lo"], o["hi"], color=f"C{k}", ms=3,
+                   label=f"{name}: observed, MeanMax (95% bootstrap)")
+    ax.axvline(claim.get("min_budget", 1), color="k", ls=":", lw=0.8, label="claim's smallest budget")
+    ax.set_xlabel("budget: universes tried")
+    ax.set_ylabel(f"expected best {P.label(claim['metric'])}")
+    ax.legend(fontsize=7)
+    P.title(fig, c, "expected best performance against budget")
+    fig.tight_layout()
+    P.save(fig, path)
+
+
+def where_figure(c, space, df, path: str) -> None:
+    """The expected-best difference a - b against the budget, GP and observed."""
+    from multiverse import plots as P  # matplotlib and seaborn: claim types load when the Snakefile is parsed
+
+    P.themed("whitegrid")
+    ks = np.asarray(c["observed"]["budgets"])
+    fig, ax = P.plt.subplots(figsize=(7, 3.6))
+    for k, key in enumerate(("gp", "observed")):
+        a, b = c[key]["curve_a"], c[key]["curve_b"]
+        diff = np.asarray(a["mean"]) - np.asarray(b["mean"])
+        ax.plot(ks, diff, color=f"C{k}", marker="o", ms=3,
+                label=f"{'GP' if key == 'gp' else 'observed'}: mean difference (worst budget "
+                      f"{c[key]['effect']:+.3f} [{c[key]['effect_lo']:+.3f}, {c[key]['effect_hi']:+.3f}])")
+    ax.axhline(0, color="k", lw=0.8)
+    ax.axvline(c["claim"].get("min_budget", 1), color="k", ls=":", lw=0.8)
+    ax.set_xlabel("budget: universes tried")
+    ax.set_ylabel("expected best: a - b")
+    ax.legend(fontsize=7)
+    ax.set_title(f"{c['statement']}: where it holds along the budget\nverdict: {c['summary']}", fontsize=8, wrap=True)
+    P.save(fig, path)
