@@ -66,7 +66,7 @@ def gp_answer(sur, space, claim: Mapping[str, Any], base: Sequence[Mapping[str, 
     dimensions (the claim's own dimension is overwritten): the effect, the share of the
     multiverse where the claim holds, each with a 95% credible interval, and the regions
     labelled by local verdicts."""
-    from multiverse import stats
+    from multiverse import stats  # on use: claim types load when the Snakefile is parsed
 
     f = sur.sample(comparison_universes(claim, base), n_samples, seed)
     local = local_effects(f, claim, len(base))
@@ -84,7 +84,7 @@ def observed_answer(values, groups: Sequence[Any], claim: Mapping[str, Any], n_b
         values: ``n`` observed metric values (non-finite ones are dropped).
         groups: ``n`` levels of the claim's dimension.
     """
-    from multiverse import stats
+    from multiverse import stats  # on use: claim types load when the Snakefile is parsed
 
     values = np.asarray(values, dtype=float)
     groups = np.asarray(groups, dtype=object)
@@ -101,7 +101,7 @@ def observed_answer(values, groups: Sequence[Any], claim: Mapping[str, Any], n_b
 def design_components(claim: Mapping[str, Any]):
     """The components of a difference of group means over the universes where the
     metric is defined, and the statistic of them (:func:`multiverse.design_based.ratio_difference`)."""
-    from multiverse import design_based as DB
+    from multiverse import design_based as DB  # on use: claim types load when the Snakefile is parsed
 
     dim, a, b, metric = claim["dimension"], list(claim["a"]), list(claim["b"]), claim["metric"]
 
@@ -127,8 +127,8 @@ def figure_data(sur, space, claim: Mapping[str, Any], base: Sequence[Mapping[str
     """What the claim's figures draw: each group's partial dependence (mean, 95% band)
     along each numeric dimension, and a map of the local P(holds) over the two most
     influential ones."""
-    from multiverse import stats
-    from multiverse.gp import dimension_grid
+    from multiverse import stats  # on use: claim types load when the Snakefile is parsed
+    from multiverse.gp import dimension_grid  # on use: claim types load when the Snakefile is parsed
     sub = list(base[:32])
     pd_ = {}
     for j, d in enumerate([d for d in space.numeric if d.when is None][:4]):

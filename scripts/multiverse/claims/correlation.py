@@ -74,7 +74,7 @@ class JointSurrogate:
 
     def sample(self, universes: Sequence[Mapping[str, Any]], n: int, seed: int):
         """``n x len(universes) x 2`` joint samples on the metrics' scales."""
-        from multiverse.gp import joint_samples
+        from multiverse.gp import joint_samples  # on use: claim types load when the Snakefile is parsed
 
         f = joint_samples(self.model, self.space, universes, n, seed)
         return np.stack([w.inverse(f[..., k]) for k, w in enumerate(self.warps)], -1)
@@ -87,7 +87,7 @@ class JointSurrogate:
 
 
 def fit_joint(space, universes: Sequence[Mapping[str, Any]], x, y, seed: int, warps, starts: int = 1) -> JointSurrogate:
-    from multiverse.two_outcome import fit_multitask_gp
+    from multiverse.two_outcome import fit_multitask_gp  # on use: claim types load when the Snakefile is parsed
 
     Y = np.c_[warps[0].forward(x), warps[1].forward(y)]
     return JointSurrogate(fit_multitask_gp(space, universes, Y, seed, starts=starts), space, warps)
@@ -96,7 +96,7 @@ def fit_joint(space, universes: Sequence[Mapping[str, Any]], x, y, seed: int, wa
 def granulated_universes(space, name: str, base: Sequence[Mapping[str, Any]]) -> tuple[list, int, int]:
     """``base x grid`` universes varying only ``name`` (base-major); base points where
     ``name`` is inactive are left out."""
-    from multiverse.gp import dimension_grid
+    from multiverse.gp import dimension_grid  # on use: claim types load when the Snakefile is parsed
 
     d = space[name]
     values = dimension_grid(space, name, common.TREND_GRID)
@@ -132,7 +132,7 @@ def gp_answer(joint, space, claim: Mapping[str, Any], base: Sequence[Mapping[str
     ``granulated_signal`` gives each metric's :func:`path_signal` along each dimension,
     and each per-dimension answer lists the metrics that vary along it (``varies``).
     """
-    from multiverse import stats
+    from multiverse import stats  # on use: claim types load when the Snakefile is parsed
 
     rng = np.random.default_rng(seed)
     rel, m = claim["relation"], common.margin(claim)
@@ -190,7 +190,7 @@ def matched_granulated(space, universes: Sequence[Mapping[str, Any]], x, y, n_bo
     Returns ``{"per_dimension", "effect", "lo", "hi", "groups"}`` (NaN effect and
     interval with fewer than :data:`MIN_MATCHED_GROUPS` groups).
     """
-    from multiverse import stats
+    from multiverse import stats  # on use: claim types load when the Snakefile is parsed
 
     taus = {}
     for name, groups in matched_groups(space, universes).items():
@@ -213,9 +213,9 @@ def observed_answer(space, universes: Sequence[Mapping[str, Any]], x, y, claim: 
                     seed: int) -> dict[str, Any]:
     """Kendall tau (scipy) over the observed universes, with a bootstrap over universes,
     and granulated tau on matched universes where the design has any."""
-    from scipy.stats import kendalltau
+    from scipy.stats import kendalltau  # on use: claim types load when the Snakefile is parsed
 
-    from multiverse import stats
+    from multiverse import stats  # on use: claim types load when the Snakefile is parsed
 
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     ok = np.isfinite(x) & np.isfinite(y)
@@ -238,7 +238,7 @@ def design_components(claim: Mapping[str, Any]):
     """Kendall's tau-b over pairs of universes where both metrics are defined, as three
     pair means (concordance, and each metric's share of untied pairs): the kernel and the
     statistic (:func:`multiverse.design_based.tau_b`)."""
-    from multiverse import design_based as DB
+    from multiverse import design_based as DB  # on use: claim types load when the Snakefile is parsed
 
     mx, my = claim["x"], claim["y"]
 
@@ -271,7 +271,7 @@ def design_target(space, claim: Mapping[str, Any], n: int, seed: int, mean_at) -
 
 
 def analyse(claim: Mapping[str, Any], ctx, i: int, influence) -> dict[str, Any]:
-    from multiverse.gp import MIN_FIT, RankWarp
+    from multiverse.gp import MIN_FIT, RankWarp  # on use: claim types load when the Snakefile is parsed
     s_gp, s_obs = derive_seed(ctx.seed, 100 + i), derive_seed(ctx.seed, 200 + i)
     x, y = ctx.values(claim["x"]), ctx.values(claim["y"])
     obs = observed_answer(ctx.space, ctx.universes, x, y, claim, ctx.bootstrap, s_obs)
@@ -364,11 +364,11 @@ def where_figure(c, space, df, path: str) -> None:
     vals = list(per.values()) + ([c["gp"]["granulated"]] if "granulated" in c["gp"] else []) + [c["gp"]]
     fig, ax = P.plt.subplots(figsize=(1.1 * len(names) + 3, 3.6))
     P.errorbars(ax, np.arange(len(names)), [v["effect"] for v in vals], [v["effect_lo"] for v in vals],
-               [v["effect_hi"] for v in vals], color="C0", label="GP surrogate (95% CrI)")
+                [v["effect_hi"] for v in vals], color="C0", label="GP surrogate (95% CrI)")
     o = c["observed"]
     if np.isfinite(o["effect"]):
         P.errorbars(ax, [len(names) - 1 + 0.15], [o["effect"]], [o["effect_lo"]], [o["effect_hi"]], color="C1",
-                   label="observed universes (95% bootstrap CI)")
+                    label="observed universes (95% bootstrap CI)")
     ax.axhline(0, color="k", lw=0.8)
     ax.set_xticks(range(len(names)), [P.label(n) for n in names], rotation=20)
     ax.set_ylabel("Kendall tau")

@@ -78,7 +78,7 @@ def design_target(space, claim: Mapping[str, Any], n: int, seed: int, mean_at) -
     (:func:`multiverse.stats.mean_max_weights`), and the budget is the one whose
     difference of means is least favourable to the claim. Over :func:`comparison.comparison_universes`
     of a reference set of ``n`` points per level combination."""
-    from multiverse import stats
+    from multiverse import stats  # on use: claim types load when the Snakefile is parsed
 
     base = common.reference_universes(space, n, seed, fix=claim["dimension"])
     points = comparison.comparison_universes(claim, base)
@@ -116,7 +116,7 @@ def expanded_hull(point, boot, n: int, level: float = 0.95):
     interval's upper tail is too short) and is skewed (the reflected, basic interval's
     lower one is): taking the longer tail on both sides covers either way.
     A pure statistic kept here because only this claim type uses it."""
-    from scipy.stats import norm, t
+    from scipy.stats import norm, t  # on use: claim types load when the Snakefile is parsed
 
     point, boot = np.asarray(point, dtype=float), np.asarray(boot, dtype=float)
     a = norm.sf(np.sqrt(n / (n - 1)) * t.ppf(1 - (1 - level) / 2, n - 1)) if n > 1 else 0.0
@@ -146,7 +146,7 @@ def summarise_budgets(diff, claim: Mapping[str, Any], ks: Sequence[int]) -> dict
     at least the nearest of the budgets' own (the least favourable budget's effect is no
     larger than any budget's, and the per-sample minimum of near-tied budgets is biased
     against the claim)."""
-    from multiverse import stats
+    from multiverse import stats  # on use: claim types load when the Snakefile is parsed
 
     rel = claim["relation"]
     sign = stats.SIGN[rel]
@@ -187,7 +187,7 @@ def observed_answer(values, groups: Sequence[Any], claim: Mapping[str, Any], n_b
     only (:func:`observed_budgets`), by the :func:`calibrated_replicates` of the
     difference. ``budgets`` (every budget of the claim) is what the GP side reads;
     ``bounds``: the metric's declared range."""
-    from multiverse import stats
+    from multiverse import stats  # on use: claim types load when the Snakefile is parsed
 
     a, b = groups_of(values, groups, claim)
     ks = budgets(claim, len(a), len(b))
@@ -221,7 +221,7 @@ def gp_answer(sur, space, claim: Mapping[str, Any], base: Sequence[Mapping[str, 
     is about the whole set's own sampling error, as the comparison's integral carries it
     (:func:`multiverse.stats.reference_mean`); MeanMax of a subset drawn without
     replacement is unbiased for the whole set's."""
-    from multiverse import stats
+    from multiverse import stats  # on use: claim types load when the Snakefile is parsed
 
     if not ks:
         return stats.too_few(budgets=[])
@@ -250,7 +250,7 @@ def design_components(claim: Mapping[str, Any], drawn, ks: Sequence[int], bounds
     means of ``1{y <= v}`` over the universes where the metric is defined; the statistic
     is the expected-best difference at the least favourable budget
     (:func:`multiverse.design_based.expected_max` of each group's CDF)."""
-    from multiverse import design_based as DB
+    from multiverse import design_based as DB  # on use: claim types load when the Snakefile is parsed
 
     metric, dim, a, b = claim["metric"], claim["dimension"], list(claim["a"]), list(claim["b"])
     own, ref = drawn.predictions(metric)[:2]
@@ -271,7 +271,7 @@ def design_components(claim: Mapping[str, Any], drawn, ks: Sequence[int], bounds
             out += [below * g[:, None], (ok & g)[:, None]]
         return np.concatenate(out, 1).astype(float)
 
-    from multiverse import stats
+    from multiverse import stats  # on use: claim types load when the Snakefile is parsed
 
     s = stats.SIGN[claim["relation"]]
 
@@ -290,7 +290,7 @@ def design_answer(claim: Mapping[str, Any], ctx, ks: Sequence[int], bounds: tupl
     """The design-based answer: the expected-best difference at the least favourable
     budget, each group's expected best read off its design-based CDF of the metric over
     the multiverse (:mod:`multiverse.design_based`)."""
-    from multiverse import stats
+    from multiverse import stats  # on use: claim types load when the Snakefile is parsed
 
     if not ks:
         return stats.too_few(budgets=[])
@@ -302,9 +302,9 @@ def design_answer(claim: Mapping[str, Any], ctx, ks: Sequence[int], bounds: tupl
 
 
 def analyse(claim: Mapping[str, Any], ctx, i: int, influence) -> dict[str, Any]:
-    from functools import partial
+    from functools import partial  # on use: claim types load when the Snakefile is parsed
 
-    from multiverse.surrogate import per_universe
+    from multiverse.surrogate import per_universe  # on use: claim types load when the Snakefile is parsed
 
     bounds = ctx.declaration(claim["metric"])["range"]
     s_gp, y, sur, base, out = comparison.prepare(claim, ctx, i, partial(observed_answer, bounds=bounds))
@@ -341,7 +341,7 @@ def grid_statistic(claim: Mapping[str, Any], space, axes: Mapping[str, Sequence[
     """Its statistic over a whole full-factorial grid (the calibration benchmark's truth),
     from ``values`` (``{metric: axes x seeds}`` single-seed outcomes): the difference of
     the groups' expected best at the budget (of ``budgets``) least favourable to the claim."""
-    from multiverse import stats
+    from multiverse import stats  # on use: claim types load when the Snakefile is parsed
 
     v = np.moveaxis(values[claim["metric"]], list(axes).index(claim["dimension"]), 0)
     levels = list(axes[claim["dimension"]])
@@ -364,7 +364,7 @@ def figure(c, space, df, path: str) -> None:
         g, o = c["gp"][key], c["observed"][key]
         P.band(ax, ks, g, f"C{k}", f"{name}: GP")
         P.errorbars(ax, np.asarray(ks) + 0.1 * (k - 0.5), o["point"], o["lo"], o["hi"], color=f"C{k}", ms=3,
-                   label=f"{name}: observed, MeanMax (95% bootstrap)")
+                    label=f"{name}: observed, MeanMax (95% bootstrap)")
     ax.axvline(claim.get("min_budget", 1), color="k", ls=":", lw=0.8, label="claim's smallest budget")
     ax.set_xlabel("budget: universes tried")
     ax.set_ylabel(f"expected best {P.label(claim['metric'])}")

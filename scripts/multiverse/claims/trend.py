@@ -94,7 +94,7 @@ def scaled_coordinate(space, claim: Mapping[str, Any], universes: Sequence[Mappi
 
 
 def trend_grid(space, claim: Mapping[str, Any]) -> list:
-    from multiverse.gp import dimension_grid
+    from multiverse.gp import dimension_grid  # on use: claim types load when the Snakefile is parsed
 
     return dimension_grid(space, claim["dimension"], common.TREND_GRID)
 
@@ -129,7 +129,7 @@ def design_target(space, claim: Mapping[str, Any], n: int, seed: int, mean_at) -
     marginal trend's slope, a weighted sum of the metric on :func:`trend_universes` of a
     reference set of ``n`` points shared out over the level combinations, and each
     reference point's own slope."""
-    from multiverse import stats
+    from multiverse import stats  # on use: claim types load when the Snakefile is parsed
 
     grid, t, kept = trend_universes(space, claim, common.reference_universes(space, n, seed, per_level=True),
                                     conditions(space, claim)[0])
@@ -150,7 +150,7 @@ def gp_family(sur, space, claim: Mapping[str, Any], base: Sequence[Mapping[str, 
     A condition's effect is the slope of its partial dependence (the mean over
     ``base``), its share that of base points whose own curve has the claimed slope.
     """
-    from multiverse import stats
+    from multiverse import stats  # on use: claim types load when the Snakefile is parsed
 
     rel, m = common.relation(claim), common.margin(claim)
     parts = [trend_universes(space, claim, base, c) for c in conds]
@@ -190,7 +190,7 @@ def observed_answer(space, universes: Sequence[Mapping[str, Any]], values, claim
     position, bootstrapped over universes. On a scaled path the regression also has
     the coupled dimension's scaled coordinate (so the slope is taken along the path);
     with a fixed value, only universes in its third of the range (or of its level) count."""
-    from multiverse import stats
+    from multiverse import stats  # on use: claim types load when the Snakefile is parsed
 
     condition = condition or conditions(space, claim)[0]
     values = np.asarray(values, dtype=float)
@@ -219,7 +219,7 @@ def design_components(space, claim: Mapping[str, Any], condition: Mapping[str, A
     dimension active (within the condition's level or third of a ``given`` range; on a
     scaled path with the coupled dimension's scaled coordinate as a second regressor):
     the components and the statistic (:func:`multiverse.design_based.ols_slope`)."""
-    from multiverse import design_based as DB
+    from multiverse import design_based as DB  # on use: claim types load when the Snakefile is parsed
 
     name, metric = claim["dimension"], claim["metric"]
     p = 3 if condition["scaled"] else 2
@@ -266,7 +266,7 @@ def holds_map(sur, space, claim: Mapping[str, Any], base: Sequence[Mapping[str, 
     pts = [p for cell in cells for p in trend_universes(space, claim, [{**u, **cell} for u in sub], marginal)[0]]
     t = positions(space, claim["dimension"], trend_grid(space, claim))
     f = sur.sample(pts, n_samples, seed, batch=len(cells)).reshape(n_samples, len(cells), len(t), -1)
-    from multiverse import stats
+    from multiverse import stats  # on use: claim types load when the Snakefile is parsed
 
     local = stats.slope(t, f, axis=2).mean(-1)
     s = common.local_summary(local, claim)
@@ -329,7 +329,7 @@ def grid_local_effects(claim: Mapping[str, Any], space, axes: Mapping[str, Seque
     """The local slope at every cell of the other dimensions of a full-factorial grid
     (``axes``: each dimension's values, in the space's order; ``values``: one array over
     them): least squares along the dimension's positions on the unit scale."""
-    from multiverse import stats
+    from multiverse import stats  # on use: claim types load when the Snakefile is parsed
 
     v = np.moveaxis(values, list(axes).index(claim["dimension"]), -1)
     t = np.asarray(space[claim["dimension"]].to_unit(axes[claim["dimension"]]), dtype=float)
