@@ -182,44 +182,24 @@ def positions(grid: Grid, name: str) -> np.ndarray:
     return np.asarray(SearchSpace.from_config(grid.space)[name].to_unit(grid.axes[name]), dtype=float)
 
 
-def _levels(grid: Grid, claim: Mapping[str, Any], side: str) -> list[int]:
-    return [grid.axes[claim["dimension"]].index(lv) for lv in claim[side]]
-
-
 def local_effects(grid: Grid, claim: Mapping[str, Any], values: np.ndarray) -> np.ndarray:
     """A comparison's or trend's local effect at every cell of the other dimensions
-    (``values``: one array over the grid's axes). Comparison: the mean over ``a``'s
-    levels less ``b``'s; trend: the least-squares slope along the dimension's positions."""
-    from multiverse import stats
+    (``values``: one array over the grid's axes): its type's ``grid_local_effects``."""
+    from multiverse.claims import kind
+    from multiverse.space import SearchSpace
 
-    ax = grid.dims.index(claim["dimension"])
-    v = np.moveaxis(values, ax, -1)
-    if claim.get("type", "comparison") == "trend":
-        return stats.slope(positions(grid, claim["dimension"]), v)
-    return v[..., _levels(grid, claim, "a")].mean(-1) - v[..., _levels(grid, claim, "b")].mean(-1)
+    return kind(claim).grid_local_effects(claim, SearchSpace.from_config(grid.space), grid.axes, values)
 
 
 def statistic(grid: Grid, claim: Mapping[str, Any], values: Mapping[str, np.ndarray],
               budgets: Sequence[int] = ()) -> float:
     """A claim's statistic over the whole grid, from per-cell ``values`` (``{metric: axes
-    array}``; for expected best ``axes x seeds`` single-seed outcomes)."""
-    from scipy.stats import kendalltau
+    array}``; for expected best ``axes x seeds`` single-seed outcomes): its type's own
+    ``grid_statistic`` (:class:`multiverse.claims.contract.ClaimType`)."""
+    from multiverse.claims import kind
+    from multiverse.space import SearchSpace
 
-    from multiverse import stats
-
-    kind = claim.get("type", "comparison")
-    if kind in ("comparison", "trend"):
-        return float(np.mean(local_effects(grid, claim, values[claim["metric"]])))
-    if kind == "correlation":
-        x, y = values[claim["x"]].ravel(), values[claim["y"]].ravel()
-        ok = np.isfinite(x) & np.isfinite(y)
-        return float(kendalltau(x[ok], y[ok]).statistic)
-    if kind == "expected_best":
-        v = np.moveaxis(values[claim["metric"]], grid.dims.index(claim["dimension"]), 0)
-        group = lambda side: np.concatenate([v[i].ravel() for i in _levels(grid, claim, side)])  # noqa: E731
-        diff = stats.mean_max(group("a"), budgets) - stats.mean_max(group("b"), budgets)
-        return float(diff[np.argmin(stats.SIGN[claim["relation"]] * diff)])
-    raise ValueError(f"unknown claim type {kind!r}")
+    return kind(claim).grid_statistic(claim, SearchSpace.from_config(grid.space), grid.axes, values, budgets)
 
 
 def truth(grid: Grid, claim: Mapping[str, Any], budgets: Sequence[int] = ()) -> dict[str, float]:

@@ -267,7 +267,7 @@ def covered(lo_hi, truth):
 #: term keeps a trend from being pulled flat at the range's ends: multiverse.gp.KERNELS).
 #: Correlation 23 of 24 (18 with one shared RBF kernel on unstandardised outcomes, 20
 #: with a Matern one on standardised outcomes, 21 with the two-latent LMC at its MAP
-#: hyperparameters, 23 averaged over draws of them: multiverse.gp.fit_multitask_gp).
+#: hyperparameters, 23 averaged over draws of them: multiverse.two_outcome.fit_multitask_gp).
 BAR = {"comparison": 22, "trend": 22, "correlation": 22, "expected_best": 22}
 
 

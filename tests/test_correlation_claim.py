@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 import torch
 
-from multiverse import gp
+from multiverse import gp, two_outcome
 from multiverse.claims import correlation
 from multiverse.claims.common import Context
 from multiverse.space import SearchSpace
@@ -92,10 +92,10 @@ def test_finding_3_path_signal_separates_a_trend_from_posterior_noise():
 def test_finding_8_the_two_outcome_model_uses_the_reports_matern_kernel():
     us, x, y = study(sine, lambda us: -sine(us))
     report = gp.fit_gp(SPACE, us, x, 0, kernel="matern").covar_module.base_kernel
-    model = gp.fit_multitask_gp(SPACE, us, np.c_[x, y], 0, n_draws=2, n_steps=50)
+    model = two_outcome.fit_multitask_gp(SPACE, us, np.c_[x, y], 0, n_draws=2, n_steps=50)
     for member in model.members:
         kernels = [k.data_covar_module for k in member.covar_module.covar_module_list]
-        assert len(kernels) == gp.MULTITASK_LATENTS >= 2
+        assert len(kernels) == two_outcome.MULTITASK_LATENTS >= 2
         for k in kernels:
             assert type(k) is type(report) and k.nu == report.nu == 2.5
             assert k.lengthscale_prior.concentration == report.lengthscale_prior.concentration
@@ -106,8 +106,8 @@ def test_finding_8_block_loo_equals_conditioning_on_the_other_universes():
     """Leave-one-universe-out by the closed form matches conditioning a copy of the model
     (same hyperparameters and standardisation) on every other universe."""
     us, x, y = study(sine, lambda us: -0.5 * sine(us) + pos(us, "batch_size"), n=24)
-    model = gp.fit_multitask_gp(SPACE, us, np.c_[x, y], 0, n_draws=2, n_steps=50).members[1]
-    mean, var, observed = gp.multitask_loo(model)
+    model = two_outcome.fit_multitask_gp(SPACE, us, np.c_[x, y], 0, n_draws=2, n_steps=50).members[1]
+    mean, var, observed = two_outcome.multitask_loo(model)
     np.testing.assert_allclose(observed, np.c_[x, y], atol=1e-12)
     X, Y = model.train_inputs[0], model.train_targets
     sd, shift = model.outcome_transform.stdvs.reshape(-1), model.outcome_transform.means.reshape(-1)
@@ -125,7 +125,7 @@ def test_finding_8_the_sampler_targets_the_models_posterior():
     """The hyperparameter sampler's log density differs between two settings by what
     GPyTorch's marginal likelihood and priors say (plus the log transforms' Jacobian)."""
     us, x, y = study(sine, lambda us: -sine(us), n=24)
-    model = gp.fit_multitask_gp(SPACE, us, np.c_[x, y], 0, n_draws=2, n_steps=200)
+    model = two_outcome.fit_multitask_gp(SPACE, us, np.c_[x, y], 0, n_draws=2, n_steps=200)
     a, b = model.fitted, model.members[1]
 
     def gpytorch_log_density(m):
@@ -136,8 +136,8 @@ def test_finding_8_the_sampler_targets_the_models_posterior():
         return ll + prior + float(sum(log_ls)) + float(m.likelihood.task_noises.log().sum())
 
     X, Y = a.train_inputs[0].numpy(), a.train_targets.numpy()
-    ours = (gp.lmc_log_posterior(a.hyperparameters(), X, Y, gp.MULTITASK_LATENTS)
-            - gp.lmc_log_posterior(b.hyperparameters(), X, Y, gp.MULTITASK_LATENTS))
+    ours = (two_outcome.lmc_log_posterior(a.hyperparameters(), X, Y, two_outcome.MULTITASK_LATENTS)
+            - two_outcome.lmc_log_posterior(b.hyperparameters(), X, Y, two_outcome.MULTITASK_LATENTS))
     assert ours != 0 and ours == pytest.approx(gpytorch_log_density(a) - gpytorch_log_density(b), abs=1e-6)
 
 
@@ -146,10 +146,10 @@ def test_finding_8_joint_samples_of_the_two_outcome_model():
     mixture as any model: ``n x q x 2`` samples (split over the members), the same for the
     same seed, whose mean is the mixture's."""
     us, x, y = study(sine, lambda us: -sine(us), n=24)
-    model = gp.fit_multitask_gp(SPACE, us, np.c_[x, y], 0, n_draws=4, n_steps=100)
+    model = two_outcome.fit_multitask_gp(SPACE, us, np.c_[x, y], 0, n_draws=4, n_steps=100)
     f = gp.joint_samples(model, SPACE, us[:5], 10, 3)
     assert f.shape == (10, 5, 2) and np.array_equal(f, gp.joint_samples(model, SPACE, us[:5], 10, 3))
-    again = gp.fit_multitask_gp(SPACE, us, np.c_[x, y], 0, n_draws=4, n_steps=100)
+    again = two_outcome.fit_multitask_gp(SPACE, us, np.c_[x, y], 0, n_draws=4, n_steps=100)
     assert np.array_equal(f, gp.joint_samples(again, SPACE, us[:5], 10, 3))  # deterministic fit and sampler
     mean, sd = gp.posterior_mean_std(model, gp.features(SPACE, us[:5], model))  # the mixture's moments
     draws = gp.joint_samples(model, SPACE, us[:5], 4000, 0)
@@ -173,7 +173,7 @@ def test_finding_8_the_claim_carries_the_two_outcome_models_diagnostics():
     assert set(diag) == {"x", "y"}
     # the model works on the metrics' normal scores (tau reads ranks only); its LOO is read back on their scales
     assert all(isinstance(w, gp.RankWarp) for w in res["_joint"].warps)
-    assert diag == dict(zip(["x", "y"], gp.multitask_loo_diagnostics(res["_joint"].model, res["_joint"].warps)))
+    assert diag == dict(zip(["x", "y"], two_outcome.multitask_loo_diagnostics(res["_joint"].model, res["_joint"].warps)))
     assert diag["x"]["ok"] and diag["x"]["r2"] > 0.8 and diag["x"]["coverage"] >= gp.MIN_COVERAGE
     assert not diag["y"]["ok"] and diag["y"]["r2"] < gp.MIN_LOO_R2
 

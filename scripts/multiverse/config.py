@@ -21,6 +21,7 @@ from typing import Any, Mapping, Sequence
 import yaml
 
 from multiverse import METRICS, OPTIONAL_METRICS
+from multiverse.errors import ConfigError  # noqa: F401  (re-exported: the rules import it from here)
 
 #: Settings of the built-in trainer's metrics (config key ``metrics``).
 BUILTIN_SETTINGS = ("sharpness",)
@@ -39,17 +40,6 @@ LR_SCALING_RULES = ("none", "linear", "sqrt")
 SCHEMA = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
 
 
-class ConfigError(ValueError):
-    """A config value is wrong; the message names the key and what was expected."""
-
-    def __init__(self, key: str, expected: str, got: Any = None):
-        msg = f"config key '{key}': expected {expected}"
-        if got is not None:
-            msg += f", got {got!r}"
-        super().__init__(msg)
-        self.key = key
-
-
 def load_config(path: str | Path) -> dict:
     """Load a YAML config as plain data (safe loader: no Python objects)."""
     with open(path) as fh:
@@ -62,7 +52,7 @@ def compose(layers, cli: Mapping[str, Any] | None = None) -> dict:
     replaces everything before it; a file without one (an overlay, such as
     ``config/studies/cluster/*.yaml``) is merged key by key into it, as are the ``cli``
     values (snakemake's ``update_config``)."""
-    from snakemake.utils import update_config
+    from snakemake.utils import update_config  # on use: the Snakefile imports config when it is parsed
 
     out: dict = {}
     for layer in layers:
@@ -380,8 +370,8 @@ def check_user_trainer(config: Mapping[str, Any], metrics: Mapping[str, Any]) ->
         check_entrypoint("training.entrypoint", training["entrypoint"], training.get("pythonpath", []),
                          ENTRYPOINT_ARGS + tuple(space))
         return
-    from string import Formatter
-    import shlex
+    from string import Formatter  # on use: the Snakefile imports config when it is parsed
+    import shlex  # on use: the Snakefile imports config when it is parsed
 
     try:
         tokens = shlex.split(training["command"])
@@ -408,9 +398,9 @@ def check_user_trainer(config: Mapping[str, Any], metrics: Mapping[str, Any]) ->
 def check_entrypoint(key: str, spec: str, pythonpath, accepted) -> None:
     """``spec`` ("module:function") imports from ``pythonpath`` and is callable, and
     every argument it needs without a default is one it is given (``accepted``)."""
-    import inspect
+    import inspect  # on use: the Snakefile imports config when it is parsed
 
-    from multiverse.entrypoint import load
+    from multiverse.entrypoint import load  # on use: the Snakefile imports config when it is parsed
 
     try:
         fn = load(spec, pythonpath)
@@ -491,7 +481,7 @@ def check_sizes(config: Mapping[str, Any], memory: int | None = None) -> None:
 
 def physical_memory() -> int:
     """Bytes of memory of this machine (64 GiB where the OS does not say)."""
-    import os
+    import os  # on use: the Snakefile imports config when it is parsed
 
     try:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
@@ -504,7 +494,7 @@ def study_metrics(config: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     ``converged_only`` (:func:`multiverse.declaration`). The built-in trainer's are
     :data:`multiverse.METRICS` plus those of :data:`multiverse.OPTIONAL_METRICS` whose
     config key is set; a user's training declares its own under ``metrics``."""
-    from multiverse import declaration
+    from multiverse import declaration  # on use: the Snakefile imports config when it is parsed
 
     if trainer(config) != "builtin":
         return {name: declaration(name, config["metrics"]) for name in config.get("metrics") or {}}
@@ -551,7 +541,7 @@ class Checks:
 def check_claim(claim: Mapping[str, Any], key: str, space: Mapping[str, Mapping[str, Any]], metrics: list[str]) -> None:
     """A claim names metrics, dimensions and levels that exist, of the kind its type
     needs (each claim type's own ``check``)."""
-    from multiverse.claims import kind
+    from multiverse.claims import kind  # on use: the Snakefile imports config when it is parsed
 
     if claim.get("margin") is not None and claim["margin"] < 0:
         raise ConfigError(f"{key}.margin", "a margin >= 0 in the statistic's units", claim["margin"])
@@ -572,7 +562,7 @@ def grid_size(space: Mapping[str, Mapping[str, Any]], levels: int) -> float:
 def _count(space: Mapping[str, Mapping[str, Any]], values) -> float:
     """Distinct universes when numeric dimension ``spec`` takes ``values(spec)`` values:
     summed over the level combinations, since an inactive dimension takes none."""
-    import itertools
+    import itertools  # on use: the Snakefile imports config when it is parsed
 
     cats = [n for n, s in space.items() if s["type"] == "categorical"]
     total = 0.0

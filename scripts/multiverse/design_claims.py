@@ -39,7 +39,14 @@ from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 import numpy as np
+import torch
+from botorch.utils.probability.bvn import bvnu
+from torch.distributions import Normal
 
+from multiverse import stats
+from multiverse.claims import kind
+from multiverse.design_gp import candidates, fit_outcomes, gp_ivr_round
+from multiverse.gp import features, posterior_mean_std
 from multiverse.ids import derive_seed
 from multiverse.space import SearchSpace
 
@@ -75,8 +82,6 @@ class Block:
 
     def condition(self, j: int) -> None:
         """Condition on an observation at candidate ``j`` (rank one; the mean is held)."""
-        import torch
-
         col = self.cov[:, self.n_rows + j].clone()
         self.cov -= torch.outer(col, col) / (col[self.n_rows + j] + self.noise[j])
 
@@ -101,10 +106,6 @@ def bernoulli_reduction(mean, sign: float, threshold: float, variance, gamma):
     a normal ``L``) by an observation that lowers ``var L`` by ``gamma``, in expectation
     over the observation: ``Phi2(a, a; gamma / var) - p^2`` (the module's (b)); and the
     rows' current ``p (1 - p)``."""
-    import torch
-    from botorch.utils.probability.bvn import bvnu
-    from torch.distributions import Normal
-
     sd = variance.clamp_min(1e-18).sqrt()
     a = ((sign * mean - threshold) / sd)[:, None].expand_as(gamma)
     p = Normal(0.0, 1.0).cdf(a)
@@ -116,8 +117,6 @@ def bernoulli_reduction(mean, sign: float, threshold: float, variance, gamma):
 
 def claims_score(parts: Sequence[Part], blocks: Mapping[str, Block], n_cand: int):
     """Each candidate's mean over claims of the mean relative reduction of its parts."""
-    import torch
-
     by_claim: dict[str, list] = {}
     for part in parts:
         b = blocks[part.metric]
@@ -135,8 +134,6 @@ def claims_score(parts: Sequence[Part], blocks: Mapping[str, Block], n_cand: int
 def explore_score(blocks: Mapping[str, Block], outcomes: Sequence[str], n_ref: int):
     """gp-ivr's score: the mean over ``outcomes`` of each candidate's mean reduction of the
     reference points' variance (standardised units)."""
-    import torch
-
     return torch.stack([blocks[m].reduction(slice(0, n_ref)).mean(0) for m in outcomes]).mean(0)
 
 
@@ -145,8 +142,6 @@ def greedy_claims(parts: Sequence[Part], blocks: Mapping[str, Block], outcomes: 
     """The batch: ``q - explore`` picks by :func:`claims_score`, then ``explore`` by
     :func:`explore_score`, each conditioning every block on the pick. Returns the picks
     and what chose each (``claims``, ``exploration``, or ``exploration (claims settled)``)."""
-    import torch
-
     allowed = allowed.clone()
     picks, why = [], []
     n_cand = len(allowed)
@@ -171,11 +166,6 @@ def block(fit, ref: Sequence[Mapping[str, Any]], targets, cand: Sequence[Mapping
     ``ref`` (exploration rows, as they are), the ``targets``' points (turned into their
     weighted sums) and the candidates, standardised; appends each target's
     :class:`Part` s to ``parts``."""
-    import torch
-
-    from multiverse import stats
-    from multiverse.gp import features
-
     points = list(ref) + [p for t in targets for p in t.points] + list(cand)
     with torch.no_grad():
         post = fit.model.posterior(features(space, points, fit.model))
@@ -234,12 +224,6 @@ def gp_claims_round(
 
     Returns the chosen universes, ``None`` for each (no replicates) and diagnostics.
     """
-    import torch
-
-    from multiverse.claims import kind
-    from multiverse.design import candidates, fit_outcomes, gp_ivr_round
-    from multiverse.gp import features, posterior_mean_std
-
     exploration = list(exploration or outcomes)
     if not claims:
         log.warning("design.strategy gp-claims: the config has no claims; this round is gp-ivr")

@@ -43,15 +43,9 @@ from pathlib import Path
 from string import Formatter
 from typing import Any, Callable, Mapping, Sequence
 
-from multiverse.failures import Preempted, UniverseDied, exit_words, stop_requested, with_output
+from multiverse.errors import Preempted, UniverseDied, UniverseError  # noqa: F401  (UniverseError re-exported)
+from multiverse.failures import exit_words, stop_requested, with_output
 from multiverse.runtime import resolve_device
-
-
-class UniverseError(RuntimeError):
-    """A universe's training did not give valid metrics (``cause``: its
-    :data:`multiverse.failures.CAUSES` entry)."""
-
-    cause = "invalid metrics"
 
 
 def load(spec: str, pythonpath: Sequence[str] = (), base: str | Path = ".") -> Callable:

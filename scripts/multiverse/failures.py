@@ -40,6 +40,9 @@ from collections import deque
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from multiverse.errors import Preempted, ShardFailed, UniverseDied  # noqa: F401  (re-exported)
+from multiverse.runtime import write_json
+
 #: The causes of a failed universe, as the report's status table counts them.
 CAUSES = ("raised", "died", "timed out", "out of memory", "invalid metrics")
 #: A universe's attempts file in its ``run/`` folder (:class:`Attempts`).
@@ -49,19 +52,6 @@ ATTEMPTS = "attempts.json"
 PREEMPTED_EXIT = 128 + signal.SIGTERM
 #: Lines of a dead worker's or command's output kept in its universe's error.
 TAIL_LINES = 5
-
-
-class Preempted(BaseException):
-    """The job was asked to stop (SIGTERM, SIGINT): not a universe's failure, so no
-    ``except Exception`` of a retry loop catches it."""
-
-
-class UniverseDied(RuntimeError):
-    """A universe's process died or was stopped (in a forked worker, or its command)."""
-
-    def __init__(self, message: str, cause: str = "died"):
-        super().__init__(message)
-        self.cause = cause
 
 
 _STOP = False  # set by the worker's SIGTERM/SIGINT handler
@@ -86,6 +76,24 @@ def cause_of(err: BaseException) -> str:
     if isinstance(err, MemoryError) or type(err).__name__ == "OutOfMemoryError" or "out of memory" in str(err):
         return "out of memory"  # torch.OutOfMemoryError (CUDA), MPS's RuntimeError, a host MemoryError
     return "raised"
+
+
+def failed_record(error: BaseException | str, cause: str | None = None) -> dict[str, Any]:
+    """The record of a universe whose training failed: kept as data, not a crash.
+    ``failure`` is its cause (:data:`CAUSES`; from the error when
+    not given), ``error`` what happened."""
+    if isinstance(error, BaseException):
+        cause = cause or cause_of(error)
+        error = f"{type(error).__name__}: {error}"
+    return {
+        "status": "failed",
+        "failure": cause or "raised",
+        "error": error,
+        "diverged_epoch": None,
+        "epochs_run": 0,
+        "history": [],
+        "train_seconds": 0.0,
+    }
 
 
 def free_memory() -> None:
@@ -166,8 +174,6 @@ class Attempts:
                             universe.get("params"))
 
     def _write(self, running: int | None) -> None:
-        from multiverse.runtime import write_json
-
         write_json(self.path, {"key": self.key, "failed": self.failed,
                                "running": None if running is None else {"attempt": running, "pid": os.getpid()}})
 
@@ -181,8 +187,6 @@ class Attempts:
 
     def record(self) -> dict[str, Any]:
         """The failed record of a universe whose attempts are used up: its last cause and error."""
-        from multiverse.runtime import failed_record
-
         return failed_record(self.failed[-1]["error"], self.failed[-1]["cause"])
 
     def fail(self, cause: str, error: str) -> None:
@@ -230,8 +234,6 @@ class Attempts:
 def record_outside(path: str | Path, cause: str, error: str) -> int:
     """Record the running attempt of the attempts file at ``path`` as failed (by the
     guard, for a worker that died or overran); returns how many attempts failed so far."""
-    from multiverse.runtime import write_json
-
     saved = json.loads(Path(path).read_text())
     saved["failed"] = [*saved["failed"], {"cause": cause, "error": error}]
     saved["running"] = None
@@ -312,11 +314,6 @@ def _worker(work: Callable[[], None], control: int, output: int, parent: int) ->
             logging.shutdown()
         finally:
             os._exit(status)
-
-
-class ShardFailed(RuntimeError):
-    """The train job's own failure outside any universe (the worker raised or died
-    while no universe ran): the job fails, as it did in-process."""
 
 
 def guard(work: Callable[[], None], log: logging.Logger, *, retries: int, timeout: float | None = None,

@@ -7,7 +7,7 @@ with seeds from the study's) by :mod:`multiverse.report` or the claim's own modu
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import matplotlib
 
@@ -31,15 +31,15 @@ def label(name: str) -> str:
     return LABELS.get(name, name.replace("_", " "))
 
 
-def _hue(space: SearchSpace) -> str | None:
+def hue_dimension(space: SearchSpace) -> str | None:
     return space.categorical[0].name if space.categorical else None
 
 
-def _hue_order(space: SearchSpace) -> list | None:
+def hue_levels(space: SearchSpace) -> list | None:
     return list(space.categorical[0].choices) if space.categorical else None
 
 
-def _log_axis(ax, dim, axis: str = "x") -> None:
+def log_axis(ax, dim, axis: str = "x") -> None:
     """Log scale; an integer dimension gets plain ticks at powers of two."""
     if not dim.log:
         return
@@ -52,7 +52,7 @@ def _log_axis(ax, dim, axis: str = "x") -> None:
         a.set_minor_formatter(matplotlib.ticker.NullFormatter())
 
 
-def _save(fig, path: str) -> None:
+def save(fig, path: str) -> None:
     fig.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(fig)
 
@@ -62,13 +62,13 @@ def message_figure(message: str, path: str) -> None:
     fig, ax = plt.subplots(figsize=(7, 2))
     ax.text(0.5, 0.5, message, ha="center", va="center", wrap=True)
     ax.set_axis_off()
-    _save(fig, path)
+    save(fig, path)
 
 
 def outcomes_vs_dimensions(df: pd.DataFrame, space: SearchSpace, metrics: Sequence[str], path: str) -> None:
     """A grid: one row per metric, one column per dimension, one point per universe."""
     sns.set_theme(style="whitegrid", context="paper")
-    hue = _hue(space)
+    hue = hue_dimension(space)
     fig, axes = plt.subplots(
         len(metrics), len(space.dimensions), figsize=(3.2 * len(space.dimensions), 2.8 * len(metrics)),
         squeeze=False,
@@ -81,16 +81,16 @@ def outcomes_vs_dimensions(df: pd.DataFrame, space: SearchSpace, metrics: Sequen
                 sns.stripplot(data=data, x=d.name, y=m, hue=d.name, order=list(d.choices), ax=ax,
                               hue_order=list(d.choices), legend=False, size=5, jitter=0.2)
             else:
-                sns.scatterplot(data=data, x=d.name, y=m, hue=hue, hue_order=_hue_order(space), style="status",
+                sns.scatterplot(data=data, x=d.name, y=m, hue=hue, hue_order=hue_levels(space), style="status",
                                 ax=ax, legend=(i == 0 and j == len(space.dimensions) - 1), s=30)
-                _log_axis(ax, d)
+                log_axis(ax, d)
             ax.set_xlabel(label(d.name))
             ax.set_ylabel(label(m) if j == 0 else "")
     if axes[0, -1].get_legend() is not None:
         sns.move_legend(axes[0, -1], "upper left", bbox_to_anchor=(1.02, 1))
     fig.suptitle("Each outcome against each choice (one point per universe)")
     fig.tight_layout()
-    _save(fig, path)
+    save(fig, path)
 
 
 def posterior_map(data: Mapping[str, Any], space: SearchSpace, df: pd.DataFrame, metric: str, path: str) -> None:
@@ -110,17 +110,17 @@ def posterior_map(data: Mapping[str, Any], space: SearchSpace, df: pd.DataFrame,
         fig.colorbar(cs, ax=ax, label=f"{label(metric)}: {title}")
         sns.scatterplot(
             data=df, x=dx.name, y=dy.name, hue=metric if first else None, palette="viridis" if first else None,
-            hue_norm=(lo, hi) if first else None, style=_hue(space), style_order=_hue_order(space), s=45, ax=ax,
+            hue_norm=(lo, hi) if first else None, style=hue_dimension(space), style_order=hue_levels(space), s=45, ax=ax,
             edgecolor="white" if first else "black", legend=not first, color="white" if not first else None,
         )
-        _log_axis(ax, dx, "x")
-        _log_axis(ax, dy, "y")
+        log_axis(ax, dx, "x")
+        log_axis(ax, dy, "y")
         ax.set_xlabel(label(dx.name))
         ax.set_ylabel(label(dy.name))
         ax.set_title(f"GP {title} of {label(metric)}\n(averaged over the other choices)")
     if axes[1].get_legend() is not None:
         sns.move_legend(axes[1], "upper left", bbox_to_anchor=(1.3, 1), title="universes")
-    _save(fig, path)
+    save(fig, path)
 
 
 def specification_curve(data: Mapping[str, Any], space: SearchSpace, metric: str, path: str) -> None:
@@ -142,8 +142,8 @@ def specification_curve(data: Mapping[str, Any], space: SearchSpace, metric: str
     )
     x = np.arange(len(d))
     top.fill_between(x, data["lo"], data["hi"], color="C0", alpha=0.2, label="GP 95% predictive interval")
-    hue = _hue(space)
-    sns.scatterplot(x=x, y=d[metric], hue=d[hue] if hue else None, hue_order=_hue_order(space), ax=top, s=28, zorder=3)
+    hue = hue_dimension(space)
+    sns.scatterplot(x=x, y=d[metric], hue=d[hue] if hue else None, hue_order=hue_levels(space), ax=top, s=28, zorder=3)
     top.set_ylabel(label(metric))
     top.set_title(f"Specification curve: {label(metric)} of every universe, ranked")
     top.legend(loc="upper left", fontsize=7)
@@ -152,12 +152,13 @@ def specification_curve(data: Mapping[str, Any], space: SearchSpace, metric: str
     bottom.set_yticks(range(len(rows)), [name for name, _ in rows], fontsize=7)
     bottom.set_ylim(len(rows) - 0.5, -0.5)
     bottom.set_xlabel("universe rank")
-    _save(fig, path)
+    save(fig, path)
 
 
-def claims_forest(claims: Sequence[Mapping[str, Any]], path: str) -> None:
+def claims_forest(claims: Sequence[Mapping[str, Any]], path: str,
+                  describe: Callable[[Mapping[str, Any]], tuple[str, Sequence[str]]]) -> None:
     """Each claim's effect with its 95% interval: design-based (confidence), GP (credible)
-    and observed (bootstrap).
+    and observed (bootstrap); ``describe(c)`` gives a claim's statistic and its metrics.
 
     One panel per claim, each on its own scale since claims compare different metrics.
     """
@@ -177,18 +178,16 @@ def claims_forest(claims: Sequence[Mapping[str, Any]], path: str) -> None:
         ax.axvline(0, color="k", lw=0.8)
         ax.set_yticks([0, 1, 2], ["design-based", "GP", "observed"])
         ax.set_ylim(2.6, -0.6)
-        from multiverse.claims import TYPES
-
-        kind = TYPES[c["type"]]
-        ms = " vs ".join(kind.metrics(c["claim"]))
+        statistic, metrics = describe(c)
+        ms = " vs ".join(metrics)
         ax.set_title(f"{c['statement']}  [{ms}]: {c['summary']}", fontsize=8, wrap=True)
-        ax.set_xlabel(f"{kind.STATISTIC} ({ms})")
+        ax.set_xlabel(f"{statistic} ({ms})")
     fig.suptitle("Claims: the design-based answer beside the GP's and the observed universes', 95% intervals", y=1.0)
     fig.tight_layout()
-    _save(fig, path)
+    save(fig, path)
 
 
-def _errorbars(ax, x, mean, lo, hi, **kw) -> None:
+def errorbars(ax, x, mean, lo, hi, **kw) -> None:
     mean, lo, hi = (np.asarray(v, dtype=float) for v in (mean, lo, hi))
     ax.errorbar(x, mean, yerr=[mean - lo, hi - mean], fmt="o", capsize=3, **kw)
 
@@ -204,13 +203,13 @@ def sobol_bars(sens: Mapping[str, Mapping[str, float]], metric: str, path: str) 
     for k, order in enumerate(("first order", "total order")):
         d = data[data["order"] == order]
         offs = np.arange(len(d)) + (k - 0.5) * 0.4
-        _errorbars(ax, offs, d["index"], d["lo"], d["hi"], color="k", ms=0, lw=1)
+        errorbars(ax, offs, d["index"], d["lo"], d["hi"], color="k", ms=0, lw=1)
     ax.set_ylabel("Sobol index (share of variance)")
     ax.set_xlabel("")
     ax.set_ylim(min(0.0, data["lo"].min() - 0.02), max(1.0, data["hi"].max() + 0.02))
     ax.set_title(f"Which choices matter for {label(metric)}: Sobol indices of the GP surrogate\n"
                  "(bars: posterior mean; lines: 95% credible intervals)")
-    _save(fig, path)
+    save(fig, path)
 
 
 def loo_calibration(diag: Mapping[str, Any], metric: str, path: str) -> None:
@@ -242,121 +241,37 @@ def loo_calibration(diag: Mapping[str, Any], metric: str, path: str) -> None:
     b.set_ylabel("density")
     b.legend(fontsize=7)
     b.set_title("Calibration: residuals should look standard normal")
-    _save(fig, path)
+    save(fig, path)
 
 
-def _band(ax, x, band: Mapping[str, Any], colour, name) -> None:
+def band(ax, x, band: Mapping[str, Any], colour, name) -> None:
     ax.fill_between(x, band["lo"], band["hi"], color=colour, alpha=0.25)
     ax.plot(x, band["mean"], color=colour, label=f"{name} (GP mean, 95% band)")
 
 
-def _groups(claim: Mapping[str, Any]) -> list[tuple[str, list]]:
+def groups(claim: Mapping[str, Any]) -> list[tuple[str, list]]:
     return [("/".join(map(str, claim["a"])), list(claim["a"])), ("/".join(map(str, claim["b"])), list(claim["b"]))]
 
 
-def claim_figure(c: Mapping[str, Any], space: SearchSpace, df: pd.DataFrame, path: str) -> None:
-    """The figure behind a claim's verdict, the one its type names (``FIGURE``)."""
-    from multiverse.claims import TYPES
-
-    sns.set_theme(style="whitegrid", context="paper")
-    FIGURES[TYPES[c["type"]].FIGURE](c, space, df, path)
 
 
-def where_figure(c: Mapping[str, Any], space: SearchSpace, df: pd.DataFrame, path: str) -> None:
-    """Where a claim holds, the figure its type names (``WHERE_FIGURE``)."""
-    from multiverse.claims import TYPES
-
-    sns.set_theme(style="white", context="paper")
-    FIGURES[TYPES[c["type"]].WHERE_FIGURE](c, space, df, path)
 
 
-def _title(fig, c: Mapping[str, Any], what: str) -> None:
+def themed(style: str) -> None:
+    """The seaborn theme of the figure about to be drawn (``whitegrid`` or ``white``)."""
+    sns.set_theme(style=style, context="paper")
+
+
+def title(fig, c: Mapping[str, Any], what: str) -> None:
     fig.suptitle(f"{c['statement']}: {what}\nverdict: {c['summary']}", fontsize=9, wrap=True)
 
 
-def partial_dependence(c, space, df, path) -> None:
-    """Each group's partial dependence along each numeric choice, with the universes."""
-    claim = c["claim"]
-    pd_ = c["figures"]["partial_dependence"]
-    fig, axes = plt.subplots(1, max(1, len(pd_)), figsize=(4.2 * max(1, len(pd_)), 3.6), squeeze=False)
-    for ax, (name, data) in zip(axes[0], pd_.items()):
-        for k, (group, levels) in enumerate(_groups(claim)):
-            _band(ax, data["values"], data["ab"[k]], f"C{k}", group)
-            obs = df[df[claim["dimension"]].isin(levels)]
-            ax.scatter(obs[name], obs[claim["metric"]], s=14, color=f"C{k}", edgecolor="k", lw=0.3,
-                       label=f"{group} universes")
-        _log_axis(ax, space[name])
-        ax.set_xlabel(label(name))
-        ax.set_ylabel(label(claim["metric"]))
-    axes[0, 0].legend(fontsize=7)
-    _title(fig, c, "partial dependence of each group along each choice (averaged over the others)")
-    fig.tight_layout()
-    _save(fig, path)
 
 
-def trend_curves(c, space, df, path) -> None:
-    """The trend's partial dependence at each of its conditions."""
-    claim = c["claim"]
-    d = space[claim["dimension"]]
-    conds = c["conditions"]
-    fig, axes = plt.subplots(1, len(conds), figsize=(4.2 * len(conds), 3.6), squeeze=False, sharey=True)
-    for ax, cond in zip(axes[0], conds):
-        g = cond["gp"]
-        if "curve" in g:
-            _band(ax, g["curve"]["values"], g["curve"], "C0", "GP partial dependence")
-        if cond["label"] == "marginal":
-            ax.scatter(df[d.name], df[claim["metric"]], s=12, color="C1", edgecolor="k", lw=0.3, label="universes")
-        _log_axis(ax, d)
-        ax.set_xlabel(label(d.name))
-        ax.set_ylabel(label(claim["metric"]))
-        est = f"slope {g['effect']:+.3g} [{g['effect_lo']:+.3g}, {g['effect_hi']:+.3g}]" if np.isfinite(g["effect"]) else "n/a"
-        ax.set_title(f"{cond['label']}\n{est}, P(holds) {g['p_holds']:.2f}", fontsize=8)
-    axes[0, 0].legend(fontsize=7)
-    _title(fig, c, f"partial dependence of {label(claim['metric'])} on {label(d.name)}")
-    fig.tight_layout()
-    _save(fig, path)
 
 
-def correlation_scatter(c, space, df, path) -> None:
-    """The observed universes' scatter of the two metrics beside the GP's (medians at the reference set)."""
-    claim = c["claim"]
-    x, y = claim["x"], claim["y"]
-    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
-    sns.scatterplot(data=df, x=x, y=y, hue=_hue(space), hue_order=_hue_order(space), ax=a, s=30)
-    o = c["observed"]
-    a.set_title(f"observed universes: Kendall tau {o['effect']:+.2f} [{o['effect_lo']:+.2f}, {o['effect_hi']:+.2f}]"
-                if np.isfinite(o["effect"]) else "observed universes", fontsize=8)
-    a.set_xlabel(label(x))
-    a.set_ylabel(label(y))
-    b.scatter(c["figures"]["x"], c["figures"]["y"], s=10, alpha=0.6, color="C2", label="reference universes (GP medians)")
-    g = c["gp"]
-    b.set_title(f"GP surrogate: tau {g['effect']:+.2f} [{g['effect_lo']:+.2f}, {g['effect_hi']:+.2f}]", fontsize=8)
-    b.set_xlabel(f"{label(x)} (GP median)")
-    b.set_ylabel(f"{label(y)} (GP median)")
-    b.legend(fontsize=7)
-    _title(fig, c, "does one metric predict the other across the multiverse?")
-    fig.tight_layout()
-    _save(fig, path)
 
 
-def expected_best_curves(c, space, df, path) -> None:
-    """Each group's expected best against the budget: GP band and observed MeanMax."""
-    claim = c["claim"]
-    fig, ax = plt.subplots(figsize=(7, 4))
-    ks = c["observed"]["budgets"]
-    for k, (name, _) in enumerate(_groups(claim)):
-        key = "curve_a" if k == 0 else "curve_b"
-        g, o = c["gp"][key], c["observed"][key]
-        _band(ax, ks, g, f"C{k}", f"{name}: GP")
-        _errorbars(ax, np.asarray(ks) + 0.1 * (k - 0.5), o["point"], o["lo"], o["hi"], color=f"C{k}", ms=3,
-                   label=f"{name}: observed, MeanMax (95% bootstrap)")
-    ax.axvline(claim.get("min_budget", 1), color="k", ls=":", lw=0.8, label="claim's smallest budget")
-    ax.set_xlabel("budget: universes tried")
-    ax.set_ylabel(f"expected best {label(claim['metric'])}")
-    ax.legend(fontsize=7)
-    _title(fig, c, "expected best performance against budget")
-    fig.tight_layout()
-    _save(fig, path)
 
 
 def holds_map(c, space, df, path) -> None:
@@ -373,9 +288,9 @@ def holds_map(c, space, df, path) -> None:
         cs = ax.contourf(gx, gy, z, levels=np.linspace(0, 1, 11), cmap="RdBu")
         fig.colorbar(cs, ax=ax, label="posterior probability that the claim holds here")
         ax.contour(gx, gy, z, levels=[0.05, 0.5, 0.95], colors="k", linewidths=0.7)
-        sns.scatterplot(data=df, x=dims[0], y=dims[1], style=_hue(space), style_order=_hue_order(space), color="k",
+        sns.scatterplot(data=df, x=dims[0], y=dims[1], style=hue_dimension(space), style_order=hue_levels(space), color="k",
                         s=30, ax=ax)
-        _log_axis(ax, space[dims[1]], "y")
+        log_axis(ax, space[dims[1]], "y")
         ax.set_ylabel(label(dims[1]))
     else:
         ax.plot(gx, p, color="C0")
@@ -383,57 +298,13 @@ def holds_map(c, space, df, path) -> None:
         ax.axhline(0.05, color="k", ls=":", lw=0.8)
         ax.set_ylim(0, 1)
         ax.set_ylabel("posterior probability that the claim holds here")
-    _log_axis(ax, space[dims[0]], "x")
+    log_axis(ax, space[dims[0]], "x")
     ax.set_xlabel(label(dims[0]))
     regions = (c["gp"].get("regions") or {}).get("text", "")
     ax.set_title(f"Where it holds: {c['statement']}\n(other choices averaged; holds above 0.95, fails below 0.05)"
                  f"\n{regions}", fontsize=8, wrap=True)
-    _save(fig, path)
+    save(fig, path)
 
 
-def granulated_bars(c, space, df, path) -> None:
-    """Kendall tau along each choice with the others fixed, the granulated mean and the overall tau."""
-    sns.set_theme(style="whitegrid", context="paper")
-    per = c["gp"].get("granulated_per_dimension", {})
-    names = list(per) + (["granulated (mean)"] if "granulated" in c["gp"] else []) + ["overall tau"]
-    vals = list(per.values()) + ([c["gp"]["granulated"]] if "granulated" in c["gp"] else []) + [c["gp"]]
-    fig, ax = plt.subplots(figsize=(1.1 * len(names) + 3, 3.6))
-    _errorbars(ax, np.arange(len(names)), [v["effect"] for v in vals], [v["effect_lo"] for v in vals],
-               [v["effect_hi"] for v in vals], color="C0", label="GP surrogate (95% CrI)")
-    o = c["observed"]
-    if np.isfinite(o["effect"]):
-        _errorbars(ax, [len(names) - 1 + 0.15], [o["effect"]], [o["effect_lo"]], [o["effect_hi"]], color="C1",
-                   label="observed universes (95% bootstrap CI)")
-    ax.axhline(0, color="k", lw=0.8)
-    ax.set_xticks(range(len(names)), [label(n) for n in names], rotation=20)
-    ax.set_ylabel("Kendall tau")
-    ax.set_ylim(-1.05, 1.05)
-    ax.legend(fontsize=7)
-    ax.set_title(f"{c['statement']}: tau along each choice with the others fixed (Jiang et al. 2020)\n"
-                 f"verdict: {c['summary']}", fontsize=8, wrap=True)
-    _save(fig, path)
 
 
-def expected_best_difference(c, space, df, path) -> None:
-    """The expected-best difference a - b against the budget, GP and observed."""
-    sns.set_theme(style="whitegrid", context="paper")
-    ks = np.asarray(c["observed"]["budgets"])
-    fig, ax = plt.subplots(figsize=(7, 3.6))
-    for k, key in enumerate(("gp", "observed")):
-        a, b = c[key]["curve_a"], c[key]["curve_b"]
-        diff = np.asarray(a["mean"]) - np.asarray(b["mean"])
-        ax.plot(ks, diff, color=f"C{k}", marker="o", ms=3,
-                label=f"{'GP' if key == 'gp' else 'observed'}: mean difference (worst budget "
-                      f"{c[key]['effect']:+.3f} [{c[key]['effect_lo']:+.3f}, {c[key]['effect_hi']:+.3f}])")
-    ax.axhline(0, color="k", lw=0.8)
-    ax.axvline(c["claim"].get("min_budget", 1), color="k", ls=":", lw=0.8)
-    ax.set_xlabel("budget: universes tried")
-    ax.set_ylabel("expected best: a - b")
-    ax.legend(fontsize=7)
-    ax.set_title(f"{c['statement']}: where it holds along the budget\nverdict: {c['summary']}", fontsize=8, wrap=True)
-    _save(fig, path)
-
-
-#: The figures a claim type can name (``FIGURE``, ``WHERE_FIGURE`` in its module).
-FIGURES = {f.__name__: f for f in (partial_dependence, trend_curves, correlation_scatter, expected_best_curves,
-                                   holds_map, granulated_bars, expected_best_difference)}

@@ -107,10 +107,8 @@ def analyse(df: pd.DataFrame, config: Mapping[str, Any], sensitivity: bool = Tru
             "divergence": divergence_summary(ctx.divergence, space, base_all), "space": space, "context": ctx}
 
 
-def fmt(x: Mapping[str, Any]) -> str:
-    if not np.isfinite(x.get("effect", np.nan)):
-        return "n/a"
-    return f"{x['effect']:+.3f} [{x['effect_lo']:+.3f}, {x['effect_hi']:+.3f}]"
+#: An answer's estimate with its 95% interval (``n/a`` without one).
+fmt = common.estimate
 
 
 def _p(x: Mapping[str, Any], key: str = "p_holds") -> float:
@@ -126,14 +124,7 @@ def claims_table(claims: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
         g, o, d = r["gp"], r["observed"], r.get("design") or {}
         share = (f"{g['fraction_holds']:.2f} [{g['fraction_holds_lo']:.2f}, {g['fraction_holds_hi']:.2f}]"
                  if np.isfinite(g.get("fraction_holds", np.nan)) else "n/a")
-        gp_est, obs_est = fmt(g), fmt(o)
-        if c["type"] == "correlation" and "granulated" in g:
-            gp_est += f"; granulated {fmt(g['granulated'])}"
-        if c["type"] == "correlation" and g.get("granulated_excluded"):
-            gp_est += " (left out: " + ", ".join(f"{d}: {why}" for d, why in g["granulated_excluded"].items()) + ")"
-        if c["type"] == "correlation" and np.isfinite(o.get("granulated_matched", np.nan)):
-            obs_est += (f"; granulated ({o['granulated_matched_groups']} matched groups) {o['granulated_matched']:+.3f} "
-                        f"[{o['granulated_matched_lo']:+.3f}, {o['granulated_matched_hi']:+.3f}]")
+        gp_est, obs_est = C.TYPES[c["type"]].table_cells(g, o)
         family = c.get("family") or {}
         return {
             "claim": c["statement"] + ("" if r["label"] == "marginal" else f" ({r['label']})"),
@@ -281,7 +272,8 @@ def build_report(table_path: str, config: Mapping[str, Any], out: Mapping[str, A
     tables = {"claims": claims_table(result["claims"]), "sensitivity": sensitivity_table(result["sensitivity"]),
               "diagnostics": diagnostics_table(result["diagnostics"])}
     atomic_write(out["claims_csv"], lambda tmp: tables["claims"].to_csv(tmp, index=False))
-    plots.claims_forest(result["claims"], out["claims_figure"])
+    plots.claims_forest(result["claims"], out["claims_figure"],
+                        lambda c: (C.TYPES[c["type"]].STATISTIC, C.TYPES[c["type"]].metrics(c["claim"])))
     plots.outcomes_vs_dimensions(df, space, metrics, out["outcomes"])
     base = space.enumerated(max(4, config["report"]["reference"] // 8), derive_seed(config["seed"], 8))
     status = df["status"].value_counts().to_dict()
@@ -308,8 +300,8 @@ def build_report(table_path: str, config: Mapping[str, Any], out: Mapping[str, A
             plots.message_figure(msg, main_png)
             plots.message_figure(msg, where_png)
             continue
-        plots.claim_figure(c, space, df, main_png)
-        plots.where_figure(c, space, df, where_png)
+        C.TYPES[c["type"]].figure(c, space, df, main_png)
+        C.TYPES[c["type"]].where_figure(c, space, df, where_png)
     html.write_report(out["html"], config, df, result, tables, out)
     return result
 

@@ -11,6 +11,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
+from multiverse.errors import DeviceUnavailable, OlderResults  # noqa: F401  (re-exported)
+
 
 def set_threads(n: int) -> None:
     """Pin torch and BLAS to ``n`` threads (the rule's ``threads``).
@@ -64,9 +66,6 @@ def atomic_write(path: str | Path, write: Callable[[str], Any]) -> None:
         raise
 
 
-class DeviceUnavailable(RuntimeError):
-    """``training.device: cuda`` on a node where torch sees no GPU: the job stops (the
-    rule fails, SLURM can requeue it) instead of recording universes as failed."""
 
 
 def resolve_device(device: str, log: "logging.Logger | None" = None) -> str:
@@ -114,9 +113,6 @@ def read_json(path: str | Path) -> Any:
         return json.load(fh)
 
 
-class OlderResults(RuntimeError):
-    """A results file this version cannot read: written by an older version of the project
-    (or damaged). Step scripts print its message and exit, without a traceback."""
 
 
 def read_record(path: str | Path, fields: Iterable[str]) -> dict[str, Any]:
@@ -165,26 +161,6 @@ def step_logger(path: str | Path) -> "logging.Logger":
 
 
 # --- a universe's records ------------------------------------------------------------
-def failed_record(error: BaseException | str, cause: str | None = None) -> dict[str, Any]:
-    """The record of a universe whose training failed: kept as data, not a crash.
-    ``failure`` is its cause (:data:`multiverse.failures.CAUSES`; from the error when
-    not given), ``error`` what happened."""
-    from multiverse.failures import cause_of
-
-    if isinstance(error, BaseException):
-        cause = cause or cause_of(error)
-        error = f"{type(error).__name__}: {error}"
-    return {
-        "status": "failed",
-        "failure": cause or "raised",
-        "error": error,
-        "diverged_epoch": None,
-        "epochs_run": 0,
-        "history": [],
-        "train_seconds": 0.0,
-    }
-
-
 def universe_fields(universe: Mapping[str, Any]) -> dict[str, Any]:
     """The identity of a universe (and seed) that its train and metrics records carry."""
     fields = ("id", "round", "index", "shard", "slot", "replicate", "seed", "replicate_of", "params")

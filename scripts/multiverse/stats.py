@@ -166,3 +166,33 @@ def band(samples: np.ndarray) -> dict[str, list]:
     """Mean and 95% band of ``samples x points``, as lists (for figures and claims.json)."""
     lo, hi = interval(samples, axis=0)
     return {"mean": np.mean(samples, 0).tolist(), "lo": np.asarray(lo).tolist(), "hi": np.asarray(hi).tolist()}
+
+
+#: Prior degrees of freedom of the pooled seed variance when a universe's own seed
+#: variance is shrunk towards it (two seeds alone give a very noisy variance).
+NOISE_PRIOR_DOF = 2.0
+
+
+def seed_noise(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    """Mean, observed noise of the mean, per-seed noise and pooled per-seed variance.
+
+    Args:
+        values: ``n_universes x n_seeds`` (NaN for missing seeds).
+
+    Each universe's per-seed variance is its seeds' sample variance shrunk towards the
+    variance pooled over universes (``NOISE_PRIOR_DOF`` prior degrees of freedom);
+    the noise of its mean is that over its number of finite seeds.
+    """
+    n = np.isfinite(values).sum(1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.nanmean(np.where(n[:, None] > 0, values, 0.0), axis=1)
+        mean[n == 0] = np.nan
+        dev = np.nansum((values - mean[:, None]) ** 2, axis=1)
+    dof = np.maximum(n - 1, 0)
+    spread = float(np.nanvar(mean[n > 0])) if (n > 0).any() else 0.0
+    pooled = float(dev[dof > 0].sum() / dof.sum()) if dof.sum() else 0.0
+    pooled = max(pooled, 1e-6 * spread, 1e-12)
+    per_seed = (dev + NOISE_PRIOR_DOF * pooled) / (dof + NOISE_PRIOR_DOF)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        yvar = np.where(n > 0, per_seed / np.maximum(n, 1), np.nan)
+    return mean, yvar, per_seed, pooled

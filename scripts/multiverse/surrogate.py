@@ -4,7 +4,7 @@ one row per universe; and the model of divergence.
 Surrogates are fitted on one row per universe: the mean over its seeds (replicates in
 later rounds included), on the GP's scale (:class:`multiverse.gp.Warp`), with, where any
 universe has two or more seeds, each mean's observed noise as fixed ``train_Yvar``
-(:func:`multiverse.design.seed_noise`), so the GP's uncertainty has the seeds' in it.
+(:func:`multiverse.stats.seed_noise`), so the GP's uncertainty has the seeds' in it.
 With one seed each, the GP learns the noise. A metric declared ``converged_only``
 (:data:`multiverse.BUILTIN_METRICS`) is fitted on converged universes only.
 
@@ -124,7 +124,7 @@ def fit_values(space: SearchSpace, universes: list[dict], values: np.ndarray, se
     """A GP of ``n x seeds`` ``values`` on the scale of ``warp`` (None with fewer than
     MIN_FIT universes with a finite value); ``warping``: with learned input warping
     (``report.input_warping``, :func:`multiverse.gp.input_transform`)."""
-    from multiverse.design import seed_noise
+    from multiverse.stats import seed_noise
 
     latent = warp.forward(values)
     mean, yvar, _, pooled = seed_noise(latent)

@@ -24,8 +24,9 @@ import numpy as np
 import torch
 from torch import nn
 
-from multiverse.failures import ATTEMPTS, Attempts, Preempted, stop_requested
-from multiverse.runtime import atomic_write, failed_record, universe_fields  # noqa: F401  (re-exported)
+from multiverse.errors import Preempted
+from multiverse.failures import ATTEMPTS, Attempts, failed_record, stop_requested  # noqa: F401  (failed_record re-exported)
+from multiverse.runtime import atomic_write, universe_fields  # noqa: F401  (re-exported)
 
 # Momentum of the "momentum" optimizer (SGD with heavy-ball momentum) when the space has
 # no ``momentum`` dimension, and the eps of adam/rmsprop without an ``eps`` one (torch's).

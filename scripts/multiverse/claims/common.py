@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
+from multiverse import declaration
+from multiverse.ids import derive_seed
 from multiverse.lazy import np
 
 TOO_FEW = "too few universes"
@@ -33,7 +35,7 @@ def levels_text(levels: Sequence[Any]) -> str:
 
 def no_surrogate(n_finite: int) -> dict[str, Any]:
     """The GP's answer when too few universes finished to fit a surrogate."""
-    from multiverse import stats
+    from multiverse import stats  # on use: claim types load when the Snakefile is parsed
 
     nan = float("nan")
     return {**stats.too_few(n_finite=n_finite), "fraction_holds": nan, "fraction_holds_lo": nan, "fraction_holds_hi": nan}
@@ -95,7 +97,7 @@ class Context:
     #: the built-in trainer's)
     declared: Any = None
     #: hyperparameter chains of a correlation's two-outcome model, each from its own MAP
-    #: fit (``report.hyperparameter_starts``; :func:`multiverse.gp.fit_multitask_gp`)
+    #: fit (``report.hyperparameter_starts``; :func:`multiverse.two_outcome.fit_multitask_gp`)
     hyperparameter_starts: int = 1
     _drawn: Any = None
 
@@ -103,31 +105,25 @@ class Context:
         """The universes drawn with known probability and their predictors
         (:class:`multiverse.design_based.Drawn`), built once per context."""
         if self._drawn is None:
-            from multiverse.design_based import Drawn
-            from multiverse.ids import derive_seed
-
+            from multiverse.design_based import Drawn  # on use: claim types load when the Snakefile is parsed
             self._drawn = Drawn(self.df, self.space, self.universes, self.values, derive_seed(self.seed, 600),
                                 self.declared)
         return self._drawn
 
     def values(self, metric: str):
         """Each observed universe's mean over its seeds (NaN where not usable)."""
-        from multiverse.surrogate import universe_means
+        from multiverse.surrogate import universe_means  # on use: claim types load when the Snakefile is parsed
 
         return universe_means(self.df, self.space, metric, self.declared)
 
     def declaration(self, metric: str) -> dict:
         """``metric``'s range, goal and ``converged_only`` (:func:`multiverse.declaration`)."""
-        from multiverse import declaration
-
         return declaration(metric, self.declared)
 
     def reference_set(self, fix: str | None = None, per_level: bool = False) -> list[dict]:
         """The Sobol reference set of the integrals: ``reference`` points per level
         combination (``fix``: that dimension held at its first level, callers overwrite
         it), or per level-combination-share (``per_level``) for trends."""
-        from multiverse.ids import derive_seed
-
         return reference_universes(self.space, self.reference, derive_seed(self.seed, 1), fix, per_level)
 
     def converging(self, metrics: Sequence[str], universes: Sequence[Mapping[str, Any]],
@@ -136,7 +132,7 @@ class Context:
         a metric declared ``converged_only``, only those the divergence model expects to
         converge under every one of ``variants`` (e.g. each compared level). Returns
         them and their share of ``universes``."""
-        from multiverse.surrogate import converging
+        from multiverse.surrogate import converging  # on use: claim types load when the Snakefile is parsed
 
         universes = list(universes)
         if self.divergence is None or not any(self.declaration(m)["converged_only"] for m in metrics) or not universes:
@@ -159,7 +155,7 @@ def where_read(share: float) -> str:
 def local_summary(local, claim: Mapping[str, Any]) -> dict[str, Any]:
     """Local P(holds) (and P(equivalent)) at each point from ``samples x points`` local
     effects, and each point's verdict label by the claim's thresholds."""
-    from multiverse import stats
+    from multiverse import stats  # on use: claim types load when the Snakefile is parsed
 
     rel, m = relation(claim), margin(claim)
     p = stats.holds_mask(local, rel, m).mean(0)
@@ -180,7 +176,7 @@ def with_fraction(summary: dict[str, Any], local, claim: Mapping[str, Any]) -> d
     grids, 20 draws each, its median absolute error was 0.067-0.115 for four of six
     claims; this share's 0.031-0.040 for four of them: the README's "Calibration on real
     trainings")."""
-    from multiverse import stats
+    from multiverse import stats  # on use: claim types load when the Snakefile is parsed
 
     p = stats.holds_mask(local, relation(claim), margin(claim)).mean(0)
     return {**summary, "fraction_holds": float(np.mean(p > 0.5)), "fraction_holds_lo": float(np.mean(p >= stats.P_HOLDS)),
@@ -248,7 +244,7 @@ def describe_regions(space, universes: Sequence[Mapping[str, Any]], labels, excl
     the leaves (rule, label, share, and purity: the share of the leaf's points that
     carry its label) and the tree's accuracy.
     """
-    from sklearn.tree import DecisionTreeClassifier
+    from sklearn.tree import DecisionTreeClassifier  # on use: claim types load when the Snakefile is parsed
 
     labels = np.asarray(labels, dtype=object)
     order = [lb for lb in LABEL_ORDER if np.any(labels == lb)] + sorted(set(labels) - set(LABEL_ORDER))
@@ -311,7 +307,7 @@ def map_dimensions(space, influence: Mapping[str, float] | None, exclude: Sequen
 
 def map_cells(space, dims: Sequence[str], n: int = 12) -> tuple[list, list, list[dict]]:
     """A grid over one or two dimensions: its axes and one ``{dim: value}`` per cell."""
-    from multiverse.gp import dimension_grid
+    from multiverse.gp import dimension_grid  # on use: claim types load when the Snakefile is parsed
 
     gx = dimension_grid(space, dims[0], n)
     gy = dimension_grid(space, dims[1], n) if len(dims) > 1 else [None]
@@ -326,8 +322,8 @@ def design_based(ctx, metrics: Sequence[str], estimate, relation: str, margin_: 
     the drawn universes' design-based means of ``h`` (``ctx.drawn().means(metrics, h)``,
     or over pairs) to the statistic. ``estimate`` is ``(h, phi)``: the components and the
     statistic of them. Too few drawn universes: no answer."""
-    from multiverse import design_based as DB
-    from multiverse import stats
+    from multiverse import design_based as DB  # on use: claim types load when the Snakefile is parsed
+    from multiverse import stats  # on use: claim types load when the Snakefile is parsed
 
     drawn = ctx.drawn()
     n = len(drawn.sample)
@@ -350,7 +346,7 @@ def defined(values):
 #: Verdict pairs that contradict each other: for a strict relation (superiority),
 #: "equivalent" contradicts "holds"; for an inclusive one (non-inferiority), "fails".
 def opposite(a: str, b: str, rel: str) -> bool:
-    from multiverse.stats import INCLUSIVE
+    from multiverse.stats import INCLUSIVE  # on use: claim types load when the Snakefile is parsed
 
     pair = {a, b}
     if pair == {"holds", "fails"}:
@@ -360,6 +356,13 @@ def opposite(a: str, b: str, rel: str) -> bool:
 
 def _est(x: Mapping[str, Any]) -> str:
     return f"{x['effect']:+.3f} [{x['effect_lo']:+.3f}, {x['effect_hi']:+.3f}]"
+
+
+def estimate(x: Mapping[str, Any]) -> str:
+    """An answer's estimate with its 95% interval as the tables print it (``n/a`` without one)."""
+    if not np.isfinite(x.get("effect", np.nan)):
+        return "n/a"
+    return _est(x)
 
 
 def decide(design: Mapping[str, Any], gp: Mapping[str, Any], rel: str, surrogate_ok: bool = True) -> dict[str, Any]:

@@ -13,12 +13,11 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from multiverse.claims import common
+from multiverse.ids import derive_seed
 from multiverse.lazy import np
 
 NAME = "comparison"
 STATISTIC = "difference of means, a - b"
-#: The figures of :mod:`multiverse.plots` that draw its evidence and where it holds.
-FIGURE, WHERE_FIGURE = "partial_dependence", "holds_map"
 
 
 def metrics(claim: Mapping[str, Any]) -> list[str]:
@@ -67,7 +66,7 @@ def gp_answer(sur, space, claim: Mapping[str, Any], base: Sequence[Mapping[str, 
     dimensions (the claim's own dimension is overwritten): the effect, the share of the
     multiverse where the claim holds, each with a 95% credible interval, and the regions
     labelled by local verdicts."""
-    from multiverse import stats
+    from multiverse import stats  # on use: claim types load when the Snakefile is parsed
 
     f = sur.sample(comparison_universes(claim, base), n_samples, seed)
     local = local_effects(f, claim, len(base))
@@ -85,7 +84,7 @@ def observed_answer(values, groups: Sequence[Any], claim: Mapping[str, Any], n_b
         values: ``n`` observed metric values (non-finite ones are dropped).
         groups: ``n`` levels of the claim's dimension.
     """
-    from multiverse import stats
+    from multiverse import stats  # on use: claim types load when the Snakefile is parsed
 
     values = np.asarray(values, dtype=float)
     groups = np.asarray(groups, dtype=object)
@@ -102,7 +101,7 @@ def observed_answer(values, groups: Sequence[Any], claim: Mapping[str, Any], n_b
 def design_components(claim: Mapping[str, Any]):
     """The components of a difference of group means over the universes where the
     metric is defined, and the statistic of them (:func:`multiverse.design_based.ratio_difference`)."""
-    from multiverse import design_based as DB
+    from multiverse import design_based as DB  # on use: claim types load when the Snakefile is parsed
 
     dim, a, b, metric = claim["dimension"], list(claim["a"]), list(claim["b"]), claim["metric"]
 
@@ -128,10 +127,8 @@ def figure_data(sur, space, claim: Mapping[str, Any], base: Sequence[Mapping[str
     """What the claim's figures draw: each group's partial dependence (mean, 95% band)
     along each numeric dimension, and a map of the local P(holds) over the two most
     influential ones."""
-    from multiverse import stats
-    from multiverse.gp import dimension_grid
-    from multiverse.ids import derive_seed
-
+    from multiverse import stats  # on use: claim types load when the Snakefile is parsed
+    from multiverse.gp import dimension_grid  # on use: claim types load when the Snakefile is parsed
     sub = list(base[:32])
     pd_ = {}
     for j, d in enumerate([d for d in space.numeric if d.when is None][:4]):
@@ -170,8 +167,6 @@ def prepare(claim: Mapping[str, Any], ctx, i: int, observed) -> tuple[int, Any, 
     best): its GP seed, the observed universes' values, the surrogate, the reference set
     where the claim is read (converging under every compared level) and the observed
     answer (``observed(values, groups, claim, n_boot, seed)``)."""
-    from multiverse.ids import derive_seed
-
     s_gp, s_obs = derive_seed(ctx.seed, 100 + i), derive_seed(ctx.seed, 200 + i)
     metric, dim = claim["metric"], claim["dimension"]
     y = ctx.values(metric)
@@ -183,8 +178,6 @@ def prepare(claim: Mapping[str, Any], ctx, i: int, observed) -> tuple[int, Any, 
 
 
 def analyse(claim: Mapping[str, Any], ctx, i: int, influence) -> dict[str, Any]:
-    from multiverse.ids import derive_seed
-
     s_gp, y, sur, base, out = prepare(claim, ctx, i, observed_answer)
     out["design"] = design_answer(claim, ctx)
     if sur is None or len(base) < 2:
@@ -199,3 +192,65 @@ def rows(result: Mapping[str, Any]) -> list[dict[str, Any]]:
     """The claim's rows of the summary table: (label, GP answer, observed answer, summary)."""
     return [{"label": "marginal", "gp": result["gp"], "observed": result["observed"], "design": result.get("design"),
              "summary": result["summary"]}]
+
+
+def relevance(space, claim: Mapping[str, Any], universes: Sequence[Mapping[str, Any]]):
+    """How much each universe's residual of the claim's metric weighs in its statistic,
+    up to a constant (:func:`multiverse.design.claim_relevance`): 1 in its two groups, 0 elsewhere."""
+    levels = list(claim["a"]) + list(claim["b"])
+    return np.array([float(u[claim["dimension"]] in levels) for u in universes])
+
+
+def table_cells(gp: Mapping[str, Any], observed: Mapping[str, Any]) -> tuple[str, str]:
+    """Its cells of the summary table: the GP's and the observed universes' estimates."""
+    return common.estimate(gp), common.estimate(observed)
+
+
+def grid_local_effects(claim: Mapping[str, Any], space, axes: Mapping[str, Sequence[Any]], values):
+    """The local effect at every cell of the other dimensions of a full-factorial grid
+    (``axes``: each dimension's values, in the space's order; ``values``: one array over
+    them): the mean over ``a``'s levels less ``b``'s."""
+    v = np.moveaxis(values, list(axes).index(claim["dimension"]), -1)
+    levels = list(axes[claim["dimension"]])
+    return (v[..., [levels.index(lv) for lv in claim["a"]]].mean(-1)
+            - v[..., [levels.index(lv) for lv in claim["b"]]].mean(-1))
+
+
+def grid_statistic(claim: Mapping[str, Any], space, axes: Mapping[str, Sequence[Any]],
+                   values: Mapping[str, Any], budgets: Sequence[int] = ()) -> float:
+    """Its statistic over a whole full-factorial grid (the calibration benchmark's truth),
+    from ``values`` (``{metric: array over axes}``)."""
+    return float(np.mean(grid_local_effects(claim, space, axes, values[claim["metric"]])))
+
+
+# --- its figures (drawn by :mod:`multiverse.plots`' helpers) ----------------------
+def figure(c, space, df, path: str) -> None:
+    """Each group's partial dependence along each numeric choice, with the universes."""
+    from multiverse import plots as P  # matplotlib and seaborn: claim types load when the Snakefile is parsed
+
+    P.themed("whitegrid")
+    claim = c["claim"]
+    pd_ = c["figures"]["partial_dependence"]
+    fig, axes = P.plt.subplots(1, max(1, len(pd_)), figsize=(4.2 * max(1, len(pd_)), 3.6), squeeze=False)
+    for ax, (name, data) in zip(axes[0], pd_.items()):
+        for k, (group, levels) in enumerate(P.groups(claim)):
+            P.band(ax, data["values"], data["ab"[k]], f"C{k}", group)
+            obs = df[df[claim["dimension"]].isin(levels)]
+            ax.scatter(obs[name], obs[claim["metric"]], s=14, color=f"C{k}", edgecolor="k", lw=0.3,
+                       label=f"{group} universes")
+        P.log_axis(ax, space[name])
+        ax.set_xlabel(P.label(name))
+        ax.set_ylabel(P.label(claim["metric"]))
+    axes[0, 0].legend(fontsize=7)
+    P.title(fig, c, "partial dependence of each group along each choice (averaged over the others)")
+    fig.tight_layout()
+    P.save(fig, path)
+
+
+def where_figure(c, space, df, path: str) -> None:
+    """Where the comparison holds: a map of the local posterior probability that it holds
+    (:func:`multiverse.plots.holds_map`)."""
+    from multiverse import plots as P  # matplotlib and seaborn: claim types load when the Snakefile is parsed
+
+    P.themed("white")
+    P.holds_map(c, space, df, path)

@@ -2,7 +2,7 @@
 
 Kendall's tau, and the granulated tau of Jiang et al. (2020): the mean tau along each
 dimension with the others held fixed, averaged over dimensions. The GP's answer comes
-from joint posterior samples of one two-outcome model (:func:`multiverse.gp.fit_multitask_gp`:
+from joint posterior samples of one two-outcome model (:func:`multiverse.two_outcome.fit_multitask_gp`:
 two independent GPs would give samples whose unexplained wiggles are independent, which
 pulls a sampled tau towards 0; one shared kernel would copy the overall correlation onto
 every dimension); the observed answer is scipy's tau with a bootstrap over universes,
@@ -34,12 +34,12 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from multiverse.claims import common
+from multiverse.errors import ConfigError
+from multiverse.ids import derive_seed
 from multiverse.lazy import np
 
 NAME = "correlation"
 STATISTIC = "Kendall tau"
-#: The figures of :mod:`multiverse.plots` that draw its evidence and where it holds.
-FIGURE, WHERE_FIGURE = "correlation_scatter", "granulated_bars"
 #: Fewest matched groups (universes differing in one dimension only) for an observed
 #: granulated tau; with fewer, a single pair's tau of +-1 would stand for the whole claim.
 MIN_MATCHED_GROUPS = 5
@@ -60,8 +60,6 @@ def statement(claim: Mapping[str, Any]) -> str:
 
 
 def check(claim: Mapping[str, Any], key: str, checks) -> None:
-    from multiverse.config import ConfigError
-
     checks.metric(claim["x"], f"{key}.x")
     checks.metric(claim["y"], f"{key}.y")
     if claim["x"] == claim["y"]:
@@ -69,27 +67,27 @@ def check(claim: Mapping[str, Any], key: str, checks) -> None:
 
 
 class JointSurrogate:
-    """A two-outcome GP of ``x`` and ``y`` on their warped scales (:func:`multiverse.gp.fit_multitask_gp`)."""
+    """A two-outcome GP of ``x`` and ``y`` on their warped scales (:func:`multiverse.two_outcome.fit_multitask_gp`)."""
 
     def __init__(self, model, space, warps):
         self.model, self.space, self.warps = model, space, warps
 
     def sample(self, universes: Sequence[Mapping[str, Any]], n: int, seed: int):
         """``n x len(universes) x 2`` joint samples on the metrics' scales."""
-        from multiverse.gp import joint_samples
+        from multiverse.gp import joint_samples  # on use: claim types load when the Snakefile is parsed
 
         f = joint_samples(self.model, self.space, universes, n, seed)
         return np.stack([w.inverse(f[..., k]) for k, w in enumerate(self.warps)], -1)
 
     def diagnostics(self, names: Sequence[str]) -> dict[str, dict[str, Any]]:
         """LOO diagnostics of each outcome of the model the verdict rests on, by metric name."""
-        from multiverse.gp import multitask_loo_diagnostics
+        from multiverse.two_outcome import multitask_loo_diagnostics
 
         return dict(zip(names, multitask_loo_diagnostics(self.model, self.warps)))
 
 
 def fit_joint(space, universes: Sequence[Mapping[str, Any]], x, y, seed: int, warps, starts: int = 1) -> JointSurrogate:
-    from multiverse.gp import fit_multitask_gp
+    from multiverse.two_outcome import fit_multitask_gp  # on use: claim types load when the Snakefile is parsed
 
     Y = np.c_[warps[0].forward(x), warps[1].forward(y)]
     return JointSurrogate(fit_multitask_gp(space, universes, Y, seed, starts=starts), space, warps)
@@ -98,7 +96,7 @@ def fit_joint(space, universes: Sequence[Mapping[str, Any]], x, y, seed: int, wa
 def granulated_universes(space, name: str, base: Sequence[Mapping[str, Any]]) -> tuple[list, int, int]:
     """``base x grid`` universes varying only ``name`` (base-major); base points where
     ``name`` is inactive are left out."""
-    from multiverse.gp import dimension_grid
+    from multiverse.gp import dimension_grid  # on use: claim types load when the Snakefile is parsed
 
     d = space[name]
     values = dimension_grid(space, name, common.TREND_GRID)
@@ -134,7 +132,7 @@ def gp_answer(joint, space, claim: Mapping[str, Any], base: Sequence[Mapping[str
     ``granulated_signal`` gives each metric's :func:`path_signal` along each dimension,
     and each per-dimension answer lists the metrics that vary along it (``varies``).
     """
-    from multiverse import stats
+    from multiverse import stats  # on use: claim types load when the Snakefile is parsed
 
     rng = np.random.default_rng(seed)
     rel, m = claim["relation"], common.margin(claim)
@@ -192,7 +190,7 @@ def matched_granulated(space, universes: Sequence[Mapping[str, Any]], x, y, n_bo
     Returns ``{"per_dimension", "effect", "lo", "hi", "groups"}`` (NaN effect and
     interval with fewer than :data:`MIN_MATCHED_GROUPS` groups).
     """
-    from multiverse import stats
+    from multiverse import stats  # on use: claim types load when the Snakefile is parsed
 
     taus = {}
     for name, groups in matched_groups(space, universes).items():
@@ -215,9 +213,9 @@ def observed_answer(space, universes: Sequence[Mapping[str, Any]], x, y, claim: 
                     seed: int) -> dict[str, Any]:
     """Kendall tau (scipy) over the observed universes, with a bootstrap over universes,
     and granulated tau on matched universes where the design has any."""
-    from scipy.stats import kendalltau
+    from scipy.stats import kendalltau  # on use: claim types load when the Snakefile is parsed
 
-    from multiverse import stats
+    from multiverse import stats  # on use: claim types load when the Snakefile is parsed
 
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     ok = np.isfinite(x) & np.isfinite(y)
@@ -240,7 +238,7 @@ def design_components(claim: Mapping[str, Any]):
     """Kendall's tau-b over pairs of universes where both metrics are defined, as three
     pair means (concordance, and each metric's share of untied pairs): the kernel and the
     statistic (:func:`multiverse.design_based.tau_b`)."""
-    from multiverse import design_based as DB
+    from multiverse import design_based as DB  # on use: claim types load when the Snakefile is parsed
 
     mx, my = claim["x"], claim["y"]
 
@@ -273,9 +271,7 @@ def design_target(space, claim: Mapping[str, Any], n: int, seed: int, mean_at) -
 
 
 def analyse(claim: Mapping[str, Any], ctx, i: int, influence) -> dict[str, Any]:
-    from multiverse.gp import MIN_FIT, RankWarp
-    from multiverse.ids import derive_seed
-
+    from multiverse.gp import MIN_FIT, RankWarp  # on use: claim types load when the Snakefile is parsed
     s_gp, s_obs = derive_seed(ctx.seed, 100 + i), derive_seed(ctx.seed, 200 + i)
     x, y = ctx.values(claim["x"]), ctx.values(claim["y"])
     obs = observed_answer(ctx.space, ctx.universes, x, y, claim, ctx.bootstrap, s_obs)
@@ -299,3 +295,85 @@ def analyse(claim: Mapping[str, Any], ctx, i: int, influence) -> dict[str, Any]:
 def rows(result: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [{"label": "marginal", "gp": result["gp"], "observed": result["observed"], "design": result.get("design"),
              "summary": result["summary"]}]
+
+
+def relevance(space, claim: Mapping[str, Any], universes: Sequence[Mapping[str, Any]]):
+    """Every universe weighs in a tau (:func:`multiverse.design.claim_relevance`)."""
+    return np.ones(len(universes))
+
+
+def table_cells(gp: Mapping[str, Any], observed: Mapping[str, Any]) -> tuple[str, str]:
+    """Its cells of the summary table: the GP's tau with its granulated tau (and the
+    dimensions it leaves out), the observed tau with the matched universes' granulated one."""
+    gp_est, obs_est = common.estimate(gp), common.estimate(observed)
+    if "granulated" in gp:
+        gp_est += f"; granulated {common.estimate(gp['granulated'])}"
+    if gp.get("granulated_excluded"):
+        gp_est += " (left out: " + ", ".join(f"{d}: {why}" for d, why in gp["granulated_excluded"].items()) + ")"
+    if np.isfinite(observed.get("granulated_matched", np.nan)):
+        obs_est += (f"; granulated ({observed['granulated_matched_groups']} matched groups) "
+                    f"{observed['granulated_matched']:+.3f} [{observed['granulated_matched_lo']:+.3f}, "
+                    f"{observed['granulated_matched_hi']:+.3f}]")
+    return gp_est, obs_est
+
+
+def grid_statistic(claim: Mapping[str, Any], space, axes: Mapping[str, Sequence[Any]],
+                   values: Mapping[str, Any], budgets: Sequence[int] = ()) -> float:
+    """Its statistic over a whole full-factorial grid (the calibration benchmark's truth):
+    Kendall's tau over every cell where both metrics are finite."""
+    from scipy.stats import kendalltau  # scipy: claim types load when the Snakefile is parsed
+
+    x, y = np.ravel(values[claim["x"]]), np.ravel(values[claim["y"]])
+    ok = np.isfinite(x) & np.isfinite(y)
+    return float(kendalltau(x[ok], y[ok]).statistic)
+
+
+# --- its figures (drawn by :mod:`multiverse.plots`' helpers) ----------------------
+def figure(c, space, df, path: str) -> None:
+    """The observed universes' scatter of the two metrics beside the GP's (medians at the reference set)."""
+    from multiverse import plots as P  # matplotlib and seaborn: claim types load when the Snakefile is parsed
+
+    P.themed("whitegrid")
+    claim = c["claim"]
+    x, y = claim["x"], claim["y"]
+    fig, (a, b) = P.plt.subplots(1, 2, figsize=(10, 4))
+    P.sns.scatterplot(data=df, x=x, y=y, hue=P.hue_dimension(space), hue_order=P.hue_levels(space), ax=a, s=30)
+    o = c["observed"]
+    a.set_title(f"observed universes: Kendall tau {o['effect']:+.2f} [{o['effect_lo']:+.2f}, {o['effect_hi']:+.2f}]"
+                if np.isfinite(o["effect"]) else "observed universes", fontsize=8)
+    a.set_xlabel(P.label(x))
+    a.set_ylabel(P.label(y))
+    b.scatter(c["figures"]["x"], c["figures"]["y"], s=10, alpha=0.6, color="C2", label="reference universes (GP medians)")
+    g = c["gp"]
+    b.set_title(f"GP surrogate: tau {g['effect']:+.2f} [{g['effect_lo']:+.2f}, {g['effect_hi']:+.2f}]", fontsize=8)
+    b.set_xlabel(f"{P.label(x)} (GP median)")
+    b.set_ylabel(f"{P.label(y)} (GP median)")
+    b.legend(fontsize=7)
+    P.title(fig, c, "does one metric predict the other across the multiverse?")
+    fig.tight_layout()
+    P.save(fig, path)
+
+
+def where_figure(c, space, df, path: str) -> None:
+    """Kendall tau along each choice with the others fixed, the granulated mean and the overall tau."""
+    from multiverse import plots as P  # matplotlib and seaborn: claim types load when the Snakefile is parsed
+
+    P.themed("whitegrid")
+    per = c["gp"].get("granulated_per_dimension", {})
+    names = list(per) + (["granulated (mean)"] if "granulated" in c["gp"] else []) + ["overall tau"]
+    vals = list(per.values()) + ([c["gp"]["granulated"]] if "granulated" in c["gp"] else []) + [c["gp"]]
+    fig, ax = P.plt.subplots(figsize=(1.1 * len(names) + 3, 3.6))
+    P.errorbars(ax, np.arange(len(names)), [v["effect"] for v in vals], [v["effect_lo"] for v in vals],
+                [v["effect_hi"] for v in vals], color="C0", label="GP surrogate (95% CrI)")
+    o = c["observed"]
+    if np.isfinite(o["effect"]):
+        P.errorbars(ax, [len(names) - 1 + 0.15], [o["effect"]], [o["effect_lo"]], [o["effect_hi"]], color="C1",
+                    label="observed universes (95% bootstrap CI)")
+    ax.axhline(0, color="k", lw=0.8)
+    ax.set_xticks(range(len(names)), [P.label(n) for n in names], rotation=20)
+    ax.set_ylabel("Kendall tau")
+    ax.set_ylim(-1.05, 1.05)
+    ax.legend(fontsize=7)
+    ax.set_title(f"{c['statement']}: tau along each choice with the others fixed (Jiang et al. 2020)\n"
+                 f"verdict: {c['summary']}", fontsize=8, wrap=True)
+    P.save(fig, path)

@@ -37,12 +37,11 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from multiverse.claims import common, comparison
+from multiverse.errors import ConfigError
 from multiverse.lazy import np
 
 NAME = "expected_best"
 STATISTIC = "expected-best difference a - b at the least favourable budget"
-#: The figures of :mod:`multiverse.plots` that draw its evidence and where it holds.
-FIGURE, WHERE_FIGURE = "expected_best_curves", "expected_best_difference"
 
 
 #: One metric compared between two groups, as in a comparison.
@@ -55,8 +54,6 @@ def statement(claim: Mapping[str, Any]) -> str:
 
 
 def check(claim: Mapping[str, Any], key: str, checks) -> None:
-    from multiverse.config import ConfigError
-
     comparison.check(claim, key, checks)
     goal = (checks.metrics.get(claim["metric"]) or {}).get("goal") if isinstance(checks.metrics, Mapping) else None
     if goal == "minimize":
@@ -81,7 +78,7 @@ def design_target(space, claim: Mapping[str, Any], n: int, seed: int, mean_at) -
     (:func:`multiverse.stats.mean_max_weights`), and the budget is the one whose
     difference of means is least favourable to the claim. Over :func:`comparison.comparison_universes`
     of a reference set of ``n`` points per level combination."""
-    from multiverse import stats
+    from multiverse import stats  # on use: claim types load when the Snakefile is parsed
 
     base = common.reference_universes(space, n, seed, fix=claim["dimension"])
     points = comparison.comparison_universes(claim, base)
@@ -119,7 +116,7 @@ def expanded_hull(point, boot, n: int, level: float = 0.95):
     interval's upper tail is too short) and is skewed (the reflected, basic interval's
     lower one is): taking the longer tail on both sides covers either way.
     A pure statistic kept here because only this claim type uses it."""
-    from scipy.stats import norm, t
+    from scipy.stats import norm, t  # on use: claim types load when the Snakefile is parsed
 
     point, boot = np.asarray(point, dtype=float), np.asarray(boot, dtype=float)
     a = norm.sf(np.sqrt(n / (n - 1)) * t.ppf(1 - (1 - level) / 2, n - 1)) if n > 1 else 0.0
@@ -149,7 +146,7 @@ def summarise_budgets(diff, claim: Mapping[str, Any], ks: Sequence[int]) -> dict
     at least the nearest of the budgets' own (the least favourable budget's effect is no
     larger than any budget's, and the per-sample minimum of near-tied budgets is biased
     against the claim)."""
-    from multiverse import stats
+    from multiverse import stats  # on use: claim types load when the Snakefile is parsed
 
     rel = claim["relation"]
     sign = stats.SIGN[rel]
@@ -190,7 +187,7 @@ def observed_answer(values, groups: Sequence[Any], claim: Mapping[str, Any], n_b
     only (:func:`observed_budgets`), by the :func:`calibrated_replicates` of the
     difference. ``budgets`` (every budget of the claim) is what the GP side reads;
     ``bounds``: the metric's declared range."""
-    from multiverse import stats
+    from multiverse import stats  # on use: claim types load when the Snakefile is parsed
 
     a, b = groups_of(values, groups, claim)
     ks = budgets(claim, len(a), len(b))
@@ -224,7 +221,7 @@ def gp_answer(sur, space, claim: Mapping[str, Any], base: Sequence[Mapping[str, 
     is about the whole set's own sampling error, as the comparison's integral carries it
     (:func:`multiverse.stats.reference_mean`); MeanMax of a subset drawn without
     replacement is unbiased for the whole set's."""
-    from multiverse import stats
+    from multiverse import stats  # on use: claim types load when the Snakefile is parsed
 
     if not ks:
         return stats.too_few(budgets=[])
@@ -253,7 +250,7 @@ def design_components(claim: Mapping[str, Any], drawn, ks: Sequence[int], bounds
     means of ``1{y <= v}`` over the universes where the metric is defined; the statistic
     is the expected-best difference at the least favourable budget
     (:func:`multiverse.design_based.expected_max` of each group's CDF)."""
-    from multiverse import design_based as DB
+    from multiverse import design_based as DB  # on use: claim types load when the Snakefile is parsed
 
     metric, dim, a, b = claim["metric"], claim["dimension"], list(claim["a"]), list(claim["b"])
     own, ref = drawn.predictions(metric)[:2]
@@ -274,7 +271,7 @@ def design_components(claim: Mapping[str, Any], drawn, ks: Sequence[int], bounds
             out += [below * g[:, None], (ok & g)[:, None]]
         return np.concatenate(out, 1).astype(float)
 
-    from multiverse import stats
+    from multiverse import stats  # on use: claim types load when the Snakefile is parsed
 
     s = stats.SIGN[claim["relation"]]
 
@@ -293,7 +290,7 @@ def design_answer(claim: Mapping[str, Any], ctx, ks: Sequence[int], bounds: tupl
     """The design-based answer: the expected-best difference at the least favourable
     budget, each group's expected best read off its design-based CDF of the metric over
     the multiverse (:mod:`multiverse.design_based`)."""
-    from multiverse import stats
+    from multiverse import stats  # on use: claim types load when the Snakefile is parsed
 
     if not ks:
         return stats.too_few(budgets=[])
@@ -305,9 +302,9 @@ def design_answer(claim: Mapping[str, Any], ctx, ks: Sequence[int], bounds: tupl
 
 
 def analyse(claim: Mapping[str, Any], ctx, i: int, influence) -> dict[str, Any]:
-    from functools import partial
+    from functools import partial  # on use: claim types load when the Snakefile is parsed
 
-    from multiverse.surrogate import per_universe
+    from multiverse.surrogate import per_universe  # on use: claim types load when the Snakefile is parsed
 
     bounds = ctx.declaration(claim["metric"])["range"]
     s_gp, y, sur, base, out = comparison.prepare(claim, ctx, i, partial(observed_answer, bounds=bounds))
@@ -325,3 +322,75 @@ def analyse(claim: Mapping[str, Any], ctx, i: int, influence) -> dict[str, Any]:
 def rows(result: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [{"label": "marginal", "gp": result["gp"], "observed": result["observed"], "design": result.get("design"),
              "summary": result["summary"]}]
+
+
+def relevance(space, claim: Mapping[str, Any], universes: Sequence[Mapping[str, Any]]):
+    """How much each universe's residual of the claim's metric weighs in its statistic,
+    up to a constant (:func:`multiverse.design.claim_relevance`): 1 in its two groups, 0 elsewhere."""
+    levels = list(claim["a"]) + list(claim["b"])
+    return np.array([float(u[claim["dimension"]] in levels) for u in universes])
+
+
+def table_cells(gp: Mapping[str, Any], observed: Mapping[str, Any]) -> tuple[str, str]:
+    """Its cells of the summary table: the GP's and the observed universes' estimates."""
+    return common.estimate(gp), common.estimate(observed)
+
+
+def grid_statistic(claim: Mapping[str, Any], space, axes: Mapping[str, Sequence[Any]],
+                   values: Mapping[str, Any], budgets: Sequence[int] = ()) -> float:
+    """Its statistic over a whole full-factorial grid (the calibration benchmark's truth),
+    from ``values`` (``{metric: axes x seeds}`` single-seed outcomes): the difference of
+    the groups' expected best at the budget (of ``budgets``) least favourable to the claim."""
+    from multiverse import stats  # on use: claim types load when the Snakefile is parsed
+
+    v = np.moveaxis(values[claim["metric"]], list(axes).index(claim["dimension"]), 0)
+    levels = list(axes[claim["dimension"]])
+    group = lambda side: np.concatenate([v[levels.index(lv)].ravel() for lv in claim[side]])  # noqa: E731
+    diff = stats.mean_max(group("a"), budgets) - stats.mean_max(group("b"), budgets)
+    return float(diff[np.argmin(stats.SIGN[claim["relation"]] * diff)])
+
+
+# --- its figures (drawn by :mod:`multiverse.plots`' helpers) ----------------------
+def figure(c, space, df, path: str) -> None:
+    """Each group's expected best against the budget: GP band and observed MeanMax."""
+    from multiverse import plots as P  # matplotlib and seaborn: claim types load when the Snakefile is parsed
+
+    P.themed("whitegrid")
+    claim = c["claim"]
+    fig, ax = P.plt.subplots(figsize=(7, 4))
+    ks = c["observed"]["budgets"]
+    for k, (name, _) in enumerate(P.groups(claim)):
+        key = "curve_a" if k == 0 else "curve_b"
+        g, o = c["gp"][key], c["observed"][key]
+        P.band(ax, ks, g, f"C{k}", f"{name}: GP")
+        P.errorbars(ax, np.asarray(ks) + 0.1 * (k - 0.5), o["point"], o["lo"], o["hi"], color=f"C{k}", ms=3,
+                    label=f"{name}: observed, MeanMax (95% bootstrap)")
+    ax.axvline(claim.get("min_budget", 1), color="k", ls=":", lw=0.8, label="claim's smallest budget")
+    ax.set_xlabel("budget: universes tried")
+    ax.set_ylabel(f"expected best {P.label(claim['metric'])}")
+    ax.legend(fontsize=7)
+    P.title(fig, c, "expected best performance against budget")
+    fig.tight_layout()
+    P.save(fig, path)
+
+
+def where_figure(c, space, df, path: str) -> None:
+    """The expected-best difference a - b against the budget, GP and observed."""
+    from multiverse import plots as P  # matplotlib and seaborn: claim types load when the Snakefile is parsed
+
+    P.themed("whitegrid")
+    ks = np.asarray(c["observed"]["budgets"])
+    fig, ax = P.plt.subplots(figsize=(7, 3.6))
+    for k, key in enumerate(("gp", "observed")):
+        a, b = c[key]["curve_a"], c[key]["curve_b"]
+        diff = np.asarray(a["mean"]) - np.asarray(b["mean"])
+        ax.plot(ks, diff, color=f"C{k}", marker="o", ms=3,
+                label=f"{'GP' if key == 'gp' else 'observed'}: mean difference (worst budget "
+                      f"{c[key]['effect']:+.3f} [{c[key]['effect_lo']:+.3f}, {c[key]['effect_hi']:+.3f}])")
+    ax.axhline(0, color="k", lw=0.8)
+    ax.axvline(c["claim"].get("min_budget", 1), color="k", ls=":", lw=0.8)
+    ax.set_xlabel("budget: universes tried")
+    ax.set_ylabel("expected best: a - b")
+    ax.legend(fontsize=7)
+    ax.set_title(f"{c['statement']}: where it holds along the budget\nverdict: {c['summary']}", fontsize=8, wrap=True)
+    P.save(fig, path)

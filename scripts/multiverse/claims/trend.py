@@ -14,12 +14,12 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from multiverse.claims import common
+from multiverse.errors import ConfigError
+from multiverse.ids import derive_seed
 from multiverse.lazy import np
 
 NAME = "trend"
 STATISTIC = "slope: change across the dimension's range"
-#: The figures of :mod:`multiverse.plots` that draw its evidence and where it holds.
-FIGURE, WHERE_FIGURE = "trend_curves", "holds_map"
 #: Positions (in the unit range) of a numeric ``given`` dimension at which a trend is
 #: also measured, and the observed universes' bins around them (thirds of the range).
 GIVEN_POSITIONS = (1 / 6, 1 / 2, 5 / 6)
@@ -34,8 +34,6 @@ def statement(claim: Mapping[str, Any]) -> str:
 
 
 def check(claim: Mapping[str, Any], key: str, checks) -> None:
-    from multiverse.config import ConfigError
-
     checks.metric(claim["metric"], f"{key}.metric")
     dim = claim["dimension"]
     checks.dimension(dim, f"{key}.dimension", categorical=False)
@@ -96,7 +94,7 @@ def scaled_coordinate(space, claim: Mapping[str, Any], universes: Sequence[Mappi
 
 
 def trend_grid(space, claim: Mapping[str, Any]) -> list:
-    from multiverse.gp import dimension_grid
+    from multiverse.gp import dimension_grid  # on use: claim types load when the Snakefile is parsed
 
     return dimension_grid(space, claim["dimension"], common.TREND_GRID)
 
@@ -131,7 +129,7 @@ def design_target(space, claim: Mapping[str, Any], n: int, seed: int, mean_at) -
     marginal trend's slope, a weighted sum of the metric on :func:`trend_universes` of a
     reference set of ``n`` points shared out over the level combinations, and each
     reference point's own slope."""
-    from multiverse import stats
+    from multiverse import stats  # on use: claim types load when the Snakefile is parsed
 
     grid, t, kept = trend_universes(space, claim, common.reference_universes(space, n, seed, per_level=True),
                                     conditions(space, claim)[0])
@@ -152,7 +150,7 @@ def gp_family(sur, space, claim: Mapping[str, Any], base: Sequence[Mapping[str, 
     A condition's effect is the slope of its partial dependence (the mean over
     ``base``), its share that of base points whose own curve has the claimed slope.
     """
-    from multiverse import stats
+    from multiverse import stats  # on use: claim types load when the Snakefile is parsed
 
     rel, m = common.relation(claim), common.margin(claim)
     parts = [trend_universes(space, claim, base, c) for c in conds]
@@ -192,7 +190,7 @@ def observed_answer(space, universes: Sequence[Mapping[str, Any]], values, claim
     position, bootstrapped over universes. On a scaled path the regression also has
     the coupled dimension's scaled coordinate (so the slope is taken along the path);
     with a fixed value, only universes in its third of the range (or of its level) count."""
-    from multiverse import stats
+    from multiverse import stats  # on use: claim types load when the Snakefile is parsed
 
     condition = condition or conditions(space, claim)[0]
     values = np.asarray(values, dtype=float)
@@ -221,7 +219,7 @@ def design_components(space, claim: Mapping[str, Any], condition: Mapping[str, A
     dimension active (within the condition's level or third of a ``given`` range; on a
     scaled path with the coupled dimension's scaled coordinate as a second regressor):
     the components and the statistic (:func:`multiverse.design_based.ols_slope`)."""
-    from multiverse import design_based as DB
+    from multiverse import design_based as DB  # on use: claim types load when the Snakefile is parsed
 
     name, metric = claim["dimension"], claim["metric"]
     p = 3 if condition["scaled"] else 2
@@ -268,7 +266,7 @@ def holds_map(sur, space, claim: Mapping[str, Any], base: Sequence[Mapping[str, 
     pts = [p for cell in cells for p in trend_universes(space, claim, [{**u, **cell} for u in sub], marginal)[0]]
     t = positions(space, claim["dimension"], trend_grid(space, claim))
     f = sur.sample(pts, n_samples, seed, batch=len(cells)).reshape(n_samples, len(cells), len(t), -1)
-    from multiverse import stats
+    from multiverse import stats  # on use: claim types load when the Snakefile is parsed
 
     local = stats.slope(t, f, axis=2).mean(-1)
     s = common.local_summary(local, claim)
@@ -284,8 +282,6 @@ def reference(ctx, claim: Mapping[str, Any]) -> tuple[list[dict], float]:
 
 
 def analyse(claim: Mapping[str, Any], ctx, i: int, influence) -> dict[str, Any]:
-    from multiverse.ids import derive_seed
-
     s_gp, s_obs = derive_seed(ctx.seed, 100 + i), derive_seed(ctx.seed, 200 + i)
     metric, space = claim["metric"], ctx.space
     y = ctx.values(metric)
@@ -314,3 +310,70 @@ def analyse(claim: Mapping[str, Any], ctx, i: int, influence) -> dict[str, Any]:
 def rows(result: Mapping[str, Any]) -> list[dict[str, Any]]:
     return [{"label": c["label"], "gp": c["gp"], "observed": c["observed"], "design": c.get("design"),
              "summary": c["summary"]} for c in result["conditions"]]
+
+
+def relevance(space, claim: Mapping[str, Any], universes: Sequence[Mapping[str, Any]]):
+    """How much each universe's residual weighs in a slope, up to a constant
+    (:func:`multiverse.design.claim_relevance`): its distance from the middle of the
+    dimension (0 where the dimension is inactive)."""
+    d = space[claim["dimension"]]
+    return np.array([abs(float(d.to_unit([u[d.name]])[0]) - 0.5) * 2 if d.is_active(u) else 0.0 for u in universes])
+
+
+def table_cells(gp: Mapping[str, Any], observed: Mapping[str, Any]) -> tuple[str, str]:
+    """Its cells of the summary table: the GP's and the observed universes' estimates."""
+    return common.estimate(gp), common.estimate(observed)
+
+
+def grid_local_effects(claim: Mapping[str, Any], space, axes: Mapping[str, Sequence[Any]], values):
+    """The local slope at every cell of the other dimensions of a full-factorial grid
+    (``axes``: each dimension's values, in the space's order; ``values``: one array over
+    them): least squares along the dimension's positions on the unit scale."""
+    from multiverse import stats  # on use: claim types load when the Snakefile is parsed
+
+    v = np.moveaxis(values, list(axes).index(claim["dimension"]), -1)
+    t = np.asarray(space[claim["dimension"]].to_unit(axes[claim["dimension"]]), dtype=float)
+    return stats.slope(t, v)
+
+
+def grid_statistic(claim: Mapping[str, Any], space, axes: Mapping[str, Sequence[Any]],
+                   values: Mapping[str, Any], budgets: Sequence[int] = ()) -> float:
+    """Its statistic over a whole full-factorial grid (the calibration benchmark's truth),
+    from ``values`` (``{metric: array over axes}``)."""
+    return float(np.mean(grid_local_effects(claim, space, axes, values[claim["metric"]])))
+
+
+# --- its figures (drawn by :mod:`multiverse.plots`' helpers) ----------------------
+def figure(c, space, df, path: str) -> None:
+    """The trend's partial dependence at each of its conditions."""
+    from multiverse import plots as P  # matplotlib and seaborn: claim types load when the Snakefile is parsed
+
+    P.themed("whitegrid")
+    claim = c["claim"]
+    d = space[claim["dimension"]]
+    conds = c["conditions"]
+    fig, axes = P.plt.subplots(1, len(conds), figsize=(4.2 * len(conds), 3.6), squeeze=False, sharey=True)
+    for ax, cond in zip(axes[0], conds):
+        g = cond["gp"]
+        if "curve" in g:
+            P.band(ax, g["curve"]["values"], g["curve"], "C0", "GP partial dependence")
+        if cond["label"] == "marginal":
+            ax.scatter(df[d.name], df[claim["metric"]], s=12, color="C1", edgecolor="k", lw=0.3, label="universes")
+        P.log_axis(ax, d)
+        ax.set_xlabel(P.label(d.name))
+        ax.set_ylabel(P.label(claim["metric"]))
+        est = f"slope {g['effect']:+.3g} [{g['effect_lo']:+.3g}, {g['effect_hi']:+.3g}]" if np.isfinite(g["effect"]) else "n/a"
+        ax.set_title(f"{cond['label']}\n{est}, P(holds) {g['p_holds']:.2f}", fontsize=8)
+    axes[0, 0].legend(fontsize=7)
+    P.title(fig, c, f"partial dependence of {P.label(claim['metric'])} on {P.label(d.name)}")
+    fig.tight_layout()
+    P.save(fig, path)
+
+
+def where_figure(c, space, df, path: str) -> None:
+    """Where the trend holds: a map of the local posterior probability that it holds
+    (:func:`multiverse.plots.holds_map`)."""
+    from multiverse import plots as P  # matplotlib and seaborn: claim types load when the Snakefile is parsed
+
+    P.themed("white")
+    P.holds_map(c, space, df, path)

@@ -1,0 +1,104 @@
+"""The library's layers point one way: every module imports alone, the package's import
+graph (every import, at module level or inside a function) has no cycle, and every
+registered claim type and design strategy keeps its contract."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "scripts" / "multiverse"
+
+
+def module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def imported(name: str, path: Path) -> set[str]:
+    """The package's modules that ``name`` imports anywhere in its source: ``import a.b``,
+    ``from a import b`` (``a.b`` where that is a module, else ``a``) and relative forms."""
+    is_package = path.name == "__init__.py"
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = name.split(".") if is_package else name.split(".")[:-1]
+                anchor = anchor[:len(anchor) - (node.level - 1)]
+                base = ".".join(anchor + ([base] if base else []))
+            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in MODULES else base for a in node.names]
+        else:
+            continue
+        out |= {t for t in targets if t in MODULES and t != name}
+    return out
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One cycle of ``graph`` as a path that ends where it starts, or None."""
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(n: str) -> list[str] | None:
+        state[n] = 1
+        stack.append(n)
+        for m in sorted(graph.get(n, ())):
+            if state.get(m) == 1:
+                return stack[stack.index(m):] + [m]
+            if m not in state and (found := visit(m)):
+                return found
+        stack.pop()
+        state[n] = 2
+        return None
+
+    for n in sorted(graph):
+        if n not in state and (found := visit(n)):
+            return found
+    return None
+
+
+def test_the_import_graph_has_no_cycle():
+    graph = {name: imported(name, path) for name, path in MODULES.items()}
+    cycle = find_cycle(graph)
+    assert cycle is None, "import cycle: " + " -> ".join(cycle)
+
+
+def test_find_cycle_reports_one():
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_each_module_imports_alone(name):
+    """In a fresh interpreter, so that no other module's import hides a missing one."""
+    env_path = str(ROOT / "scripts")
+    done = subprocess.run([sys.executable, "-c", f"import {name}"], capture_output=True, text=True,
+                          env={"PYTHONPATH": env_path, "PATH": "/usr/bin:/bin"}, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_claim_types_keep_the_contract():
+    from multiverse.claims import TYPES
+    from multiverse.claims.contract import ClaimType
+
+    assert TYPES
+    for name, kind in TYPES.items():
+        assert isinstance(kind, ClaimType), f"claim type {name} misses part of the ClaimType protocol"
+        assert kind.NAME == name
+
+
+def test_design_strategies_are_callable():
+    from multiverse.design import STRATEGIES
+
+    assert {"sobol", "gp-ivr", "gp-claims"} <= set(STRATEGIES)
+    assert all(callable(s) for s in STRATEGIES.values())
