@@ -2,12 +2,13 @@
 
 Strategies (``design.strategy``), each reproducible from the study's seed:
 
-- ``gp-ivr`` (default): round 0 is a scrambled Sobol sample; later rounds explore. A
+- ``gp-ivr``: round 0 is a scrambled Sobol sample; later rounds explore. A
   GP per outcome is fitted to every finished universe, and the batch is chosen
   greedily from a large candidate set (Sobol points crossed with every categorical
   level) to minimise the *integrated posterior variance* (IPV) over a reference set
   that covers the space the same way, averaged over the outcomes in standardised units.
-- ``sobol``: one scrambled Sobol sequence, each round continuing it.
+- ``sobol`` (the schema's default): one scrambled Sobol sequence, each round continuing
+  it, so every universe counts in the design-based verdicts (docs/design_based.md).
 - ``random``: independent uniform draws (log dimensions uniform in log space).
 - ``grid``: a full factorial grid (``design.grid_levels`` values per numeric
   dimension), visited in a seeded random order, each round taking the next slice.

@@ -5,7 +5,7 @@ whose probabilities follow the surrogate's uncertainty. The strategies themselve
 and which one a study runs, are :mod:`multiverse.design`'s.
 
 Why not ``optimize_acqf`` on BoTorch's ``qNegIntegratedPosteriorVariance``: speed
-(``benchmarks/design_speed.py``; its table is in the README), almost all of its time
+(``benchmarks/design_speed.py``; its table is in docs/benchmarks.md), almost all of its time
 in the acquisition optimiser. For a GP, adding a point ``c`` with noise ``s2`` lowers the posterior
 covariance by the rank-one term ``C[:, c] C[c, :] / (C[c, c] + s2)`` (the variance does
 not depend on the value observed), so the IPV reduction of every candidate is one

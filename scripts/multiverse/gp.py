@@ -45,7 +45,7 @@ MIN_FIT = 2
 
 #: How categorical dimensions enter the GP: ``onehot`` columns of a SingleTaskGP, or a
 #: ``kernel`` for categories (MixedSingleTaskGP). One-hot is the default because it
-#: explored as well or better in ``benchmarks/exploration.py`` (see the README).
+#: explored as well or better in ``benchmarks/exploration.py`` (docs/benchmarks.md).
 CATEGORICAL = ("onehot", "kernel")
 
 
@@ -53,7 +53,7 @@ CATEGORICAL = ("onehot", "kernel")
 #: kernel plus a scaled linear kernel (Bayesian linear regression on the unit cube), so a
 #: trend is not pulled back to the mean at the ends of the range; its credible intervals
 #: covered the truth most often in ``tests/test_claim_types.py``'s calibration (the
-#: README's "Measured choices" has the counts for each kernel).
+#: docs/benchmarks.md's "Measured choices" has the counts for each kernel).
 KERNELS = ("rbf", "matern", "matern+linear")
 
 
@@ -292,7 +292,7 @@ def posterior_mean_std(model, X: torch.Tensor, chunk: int = 4096) -> tuple[np.nd
     """Marginal posterior mean and standard deviation of the latent function at ``n x d`` ``X``.
 
     Each point is its own batch (``n x 1 x d``), so no joint covariance between the
-    points is formed (the same numbers, many times faster: README, "Measured choices").
+    points is formed (the same numbers, many times faster: docs/benchmarks.md, "Measured choices").
     """
     means, stds = [], []
     for i in range(0, len(X), chunk):

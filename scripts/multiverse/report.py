@@ -335,7 +335,7 @@ def specification_data(sur, space: SearchSpace, df: pd.DataFrame, metric: str) -
     return {"table": d, "lo": sur.warp.inverse(m - z * sd), "hi": sur.warp.inverse(m + z * sd)}
 
 
-# --- the README's tables ----------------------------------------------------------
+# --- docs/case_studies.md's tables ----------------------------------------------------------
 def markdown_claims(claims: Sequence[Mapping[str, Any]]) -> str:
     """A Markdown table of a study's claims (from ``claims.json``): the headline's badge,
     the GP's P(holds) and estimate, the share where it holds, the observed estimate and

@@ -14,7 +14,7 @@ GP and outcome warp.
 The Saltelli matrices ``A`` and ``B`` are the two halves of one ``2k``-dimensional
 scrambled Sobol sequence. Ax's ``input_qmc=True`` draws them as two scramblings of the
 same ``k``-dimensional sequence instead, whose points pair up correlated, which biased
-the indices badly on a known function (measured: the README's "Measured choices").
+the indices badly on a known function (measured: docs/benchmarks.md, "Measured choices").
 
 One path's indices are biased up: a path is the posterior mean plus a deviation that
 wiggles along every dimension, so its partial variances are ``Var_i(mean) +
@@ -28,7 +28,7 @@ keeps the spread of the per-path indices, shifted onto the cross-path estimate.
 The paths are split among several scramblings of the Saltelli points so that the
 interval holds the quasi-Monte Carlo error as well (one scrambling's error is common to
 all of its paths). Resampling one scrambling's rows instead treats them as independent
-and overstated that error (the README's "Measured choices").
+and overstated that error (docs/benchmarks.md, "Measured choices").
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ def sobol_indices(
     clipped to [0, 1], where an index lies: an inert dimension's reads 0, and a weakly
     determined surrogate's interval reads [0, 1], "unknown". NaN when the cross-path
     total variance is not positive (a flat posterior mean: nothing to apportion). How
-    often the intervals hold the truth: the README's "Measured choices".
+    often the intervals hold the truth: docs/benchmarks.md, "Measured choices".
     """
     from multiverse.ids import derive_seed
 

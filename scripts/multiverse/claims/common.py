@@ -174,7 +174,7 @@ def with_fraction(summary: dict[str, Any], local, claim: Mapping[str, Any]) -> d
     the mean, so wherever a local effect is near the threshold half the samples cross
     it, which pulls that share towards one half (on the calibration benchmark's real
     grids, 20 draws each, its median absolute error was 0.067-0.115 for four of six
-    claims; this share's 0.031-0.040 for four of them: the README's "Calibration on real
+    claims; this share's 0.031-0.040 for four of them: docs/benchmarks.md, "Calibration on real
     trainings")."""
     from multiverse import stats  # on use: claim types load when the Snakefile is parsed
 

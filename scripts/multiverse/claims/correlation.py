@@ -13,7 +13,7 @@ not on its declared range's scale: tau is a statistic of ranks, so any increasin
 models the same claim, and on this one a collapsed run's enormous loss is just the
 largest value. On the declared (log) scale such outliers shrank the model's lengthscales,
 and its sampled taus fell short of the truth on a real grid (``benchmarks/calibration.py``;
-the README's "Calibration on real trainings").
+docs/benchmarks.md, "Calibration on real trainings").
 
 Along a dimension that moves neither metric every pair is tied and tau is undefined, so
 it has no per-dimension tau and the granulated mean leaves it out (``granulated_excluded``
@@ -47,7 +47,7 @@ MIN_MATCHED_GROUPS = 5
 #: is at least this multiple of the path's posterior variance (:func:`path_signal`): two
 #: thirds of the sampled paths' variation common to them. Under a flat truth a calibrated
 #: posterior gives about 1 (the values measured on the tests' multiverses are in the
-#: README's "Measured choices").
+#: docs/benchmarks.md, "Measured choices").
 MIN_SIGNAL = 2.0
 
 

@@ -6,7 +6,7 @@ Effect: the difference ``a - b`` at the budget least favourable to the claim; th
 holds in a sample when it holds at every budget. The effect interval's end on the
 claim's side reaches at least the nearest of the budgets' own: the per-sample minimum
 over near-tied budgets is pulled against the claim by its noise (a winner's curse),
-which put the GP's interval below the truth in the calibration test (the README's
+which put the GP's interval below the truth in the calibration test (docs/benchmarks.md,
 "Measured choices").
 
 Both answers are on one noise basis: the observed side maximises over universes' means
