@@ -175,3 +175,19 @@ def test_report_on_a_space_with_one_numeric_dimension(tmp_path):
     result = build_report(str(tmp_path / "table.parquet"), config, out)
     assert result["claims"][0]["gp"]["verdict"] in ("holds", "uncertain")
     assert (tmp_path / "maps_test_acc.png").stat().st_size > 0 and (tmp_path / "report.html").exists()
+
+
+def test_the_pages_claims_table_shows_the_verdict_word_and_no_column_that_is_na_for_every_claim():
+    import numpy as np
+    import pandas as pd
+
+    from multiverse.html import claims_table_html
+
+    table = pd.DataFrame({"claim": ["a", "b"], "margin": [np.nan, np.nan], "verdict": [
+        "holds (design-based: +0.1 [+0.0, +0.2])", "too few universes to say"], "GP P(equivalent)": ["n/a", "n/a"],
+        "GP P(holds)": [0.97, np.nan], "where it holds, fails or is uncertain (GP)": ["holds for lr < 0.03", ""]})
+    import re
+
+    page = claims_table_html(table)
+    assert re.findall(r"<th>(.*?)</th>", page) == ["claim", "verdict", "GP P(holds)"]
+    assert re.findall(r"<td>(holds|too few universes|[^<]*)</td>", page)[1::3] == ["holds", "too few universes"]

@@ -21,7 +21,18 @@ window.addEventListener("load", () => {
                 loaded: imgs.filter(i => i.complete && i.naturalWidth > 0 && i.naturalHeight > 0).length,
                 broken: imgs.filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.alt),
                 tables: document.querySelectorAll("table").length,
-                headings: [...document.querySelectorAll("h2")].map(h => h.textContent)};
+                headings: [...document.querySelectorAll("h2")].map(h => h.textContent),
+                badges: [...document.querySelectorAll("a.badge")].map(a => a.getAttribute("href")),
+                badgeTargets: [...document.querySelectorAll("a.badge")].map(
+                  a => (document.getElementById(a.getAttribute("href").slice(1)) || {}).textContent || null),
+                contents: [...document.querySelectorAll("nav.contents a")].map(
+                  a => !!document.getElementById(a.getAttribute("href").slice(1))),
+                claimColumns: [...document.querySelectorAll("table.claims th")].map(th => th.textContent),
+                naColumns: [...document.querySelectorAll("table.claims th")].map((th, k) =>
+                  [...document.querySelectorAll("table.claims tbody tr")].every(
+                    tr => tr.children[k].textContent.trim() === "n/a")).filter(x => x).length,
+                claimsTableRight: document.querySelector("table.claims").getBoundingClientRect().right,
+                pageWidth: document.documentElement.scrollWidth, viewport: window.innerWidth};
   const pre = document.createElement("pre");
   pre.id = "probe";
   pre.textContent = JSON.stringify(seen);
@@ -32,7 +43,7 @@ window.addEventListener("load", () => {
 
 def dump_dom(page: Path, tmp: Path) -> str:
     res = subprocess.run(
-        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+        [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,900",
          f"--user-data-dir={tmp / 'profile'}", "--virtual-time-budget=20000", "--dump-dom", page.as_uri()],
         capture_output=True, text=True, timeout=180,
     )
@@ -50,6 +61,12 @@ def test_standalone_report_opens_and_every_image_loads(tiny_run, tmp_path):
     assert seen["tables"] == 4  # training runs by outcome, claims, Sobol indices, LOO diagnostics
     assert seen["headings"][:2] == ["The claims at a glance", "Summary of claims"]
     assert any(h.startswith("Claim: ") for h in seen["headings"])
+    # the first screen: every badge links to its claim's section, the contents list resolves,
+    # the claims table has no column that is n/a for every claim and fits the page's width
+    assert seen["badges"] and all(t and t.startswith("Claim: ") for t in seen["badgeTargets"]), seen["badgeTargets"]
+    assert len(seen["contents"]) >= 5 + len(seen["badges"]) and all(seen["contents"])
+    assert "verdict" in seen["claimColumns"] and seen["naColumns"] == 0, seen["claimColumns"]
+    assert seen["pageWidth"] <= seen["viewport"] and seen["claimsTableRight"] <= seen["viewport"], seen
 
 
 def test_snakemake_report_opens_in_the_browser(tiny_run, tmp_path):

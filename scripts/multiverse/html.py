@@ -29,20 +29,59 @@ figcaption { font-size: 0.85em; color: #555; }
 .holds { background: #1b7837; } .fails { background: #b2182b; } .equivalent { background: #2166ac; }
 .uncertain, .too-few { background: #777; }
 ul.headline { list-style: none; padding-left: 0; } ul.headline li { margin: 0.5em 0; }
+a.badge { text-decoration: none; }
+nav.contents { font-size: 0.9em; margin: 1em 0; } nav.contents ol { margin: 0.3em 0; }
+table.claims { font-size: 0.8em; width: 100%; table-layout: auto; }
 """
 
 BADGE_CLASS = {"holds": "holds", "fails": "fails", "equivalent": "equivalent", "uncertain": "uncertain",
                "too few universes": "too-few"}
 
 
+def anchor(name: str) -> str:
+    """The id of claim ``name``'s section (config names are identifiers)."""
+    return "claim-" + _html.escape(name)
+
+
 def headline(claims) -> str:
-    """One line per claim: a coloured badge and one plain sentence."""
+    """One line per claim: a coloured badge, linking to the claim's section, and one
+    plain sentence."""
     items = []
     for c in claims:
         h = c["headline"]
-        items.append(f"<li><span class='badge {BADGE_CLASS.get(h['badge'], 'uncertain')}'>{_html.escape(h['badge'])}"
-                     f"</span>{_html.escape(h['text'])}</li>")
+        items.append(f"<li><a class='badge {BADGE_CLASS.get(h['badge'], 'uncertain')}' href='#{anchor(c['name'])}'>"
+                     f"{_html.escape(h['badge'])}</a>{_html.escape(h['text'])}</li>")
     return "<ul class='headline'>" + "".join(items) + "</ul>"
+
+
+def contents(claims) -> str:
+    """The page's contents list: the fixed sections, and one entry per claim."""
+    per_claim = "".join(f"<li><a href='#{anchor(c['name'])}'>{_html.escape(c['statement'])}</a></li>" for c in claims)
+    return ("<nav class='contents'><b>Contents</b><ol>"
+            "<li><a href='#glance'>The claims at a glance</a></li><li><a href='#summary'>Summary of claims</a></li>"
+            f"<li>Claims<ol>{per_claim}</ol></li>"
+            "<li><a href='#sobol'>Which choices matter: Sobol indices</a></li>"
+            "<li><a href='#loo'>Surrogate diagnostics: leave-one-out</a></li>"
+            "<li><a href='#multiverse'>The multiverse</a></li></ol></nav>")
+
+
+#: The summary table's columns left off the page (claims.csv keeps them): the long "where"
+#: text, which each claim's section gives under its verdict.
+OFF_PAGE = ("where it holds, fails or is uncertain (GP)",)
+#: the badge words, longest first, as :func:`multiverse.report.headline` writes them
+VERDICTS = ("too few universes", "equivalent", "uncertain", "holds", "fails")
+
+
+def claims_table_html(table: pd.DataFrame) -> str:
+    """The summary table as the page shows it: the verdict as its badge word (the full
+    sentence is the claim's section's), no column that is n/a for every claim, and none of
+    :data:`OFF_PAGE`, so that it fits the page."""
+    df = table.drop(columns=[c for c in OFF_PAGE if c in table.columns])
+    if "verdict" in df.columns:
+        df["verdict"] = [next((v for v in VERDICTS if str(s).startswith(v)), s) for s in df["verdict"]]
+    empty = [c for c in df.columns if df[c].map(lambda v: pd.isna(v) or v in ("n/a", "")).all()]
+    df = df.drop(columns=empty)
+    return df.to_html(index=False, na_rep="n/a", border=0, escape=True, classes="claims")
 
 
 def statuses(counts) -> str:
@@ -91,8 +130,9 @@ def write_report(path: str, config: Mapping[str, Any], df: pd.DataFrame, result:
         "0.95), fails at P(holds) &le; 0.05; with a margin, it is equivalent at P(|effect| &lt; margin) &ge; 0.95. "
         "Design-based answers estimate the average over universes where the metric is defined: a failed universe, "
         "and for losses, the gap and sharpness a diverged one, count as not defined.</p>",
+        contents(result["claims"]),
         status_table_html(df),
-        "<h2>The claims at a glance</h2>",
+        "<h2 id='glance'>The claims at a glance</h2>",
         headline(result["claims"]),
     ]
     div = result.get("divergence")
@@ -100,11 +140,13 @@ def write_report(path: str, config: Mapping[str, Any], df: pd.DataFrame, result:
         parts.append(f"<p><b>Divergence:</b> the divergence model expects {div['share']:.0%} of the multiverse to "
                      f"diverge ({_html.escape(div['regions']['text'])}). Losses, the gap and sharpness are modelled "
                      "on converged universes only, and claims on them are read where universes converge.</p>")
-    parts += ["<h2>Summary of claims</h2>", _table(tables["claims"])]
+    parts += ["<h2 id='summary'>Summary of claims</h2>",
+              "<p>Each column with its 95% interval; where each claim holds, fails or is uncertain is in its "
+              "section (and in claims.csv).</p>", claims_table_html(tables["claims"])]
     for c in result["claims"]:
         main_png, where_png = out["claim_figures"][c["name"]], out["where_figures"][c["name"]]
         flag = "" if c.get("surrogate_ok", True) else " <span class='flag'>(surrogate fits poorly)</span>"
-        parts += [f"<h2 id='{_html.escape(c['name'])}'>Claim: {_html.escape(c['statement'])}{flag}</h2>",
+        parts += [f"<h2 id='{anchor(c['name'])}'>Claim: {_html.escape(c['statement'])}{flag}</h2>",
                   f"<p><b>Verdict:</b> {_html.escape(c['summary'])}</p>"]
         regions = (c["gp"].get("regions") or {}).get("text")
         if regions:
@@ -114,20 +156,20 @@ def write_report(path: str, config: Mapping[str, Any], df: pd.DataFrame, result:
             parts.append(f"<p><b>Design-based answer read from:</b> {_html.escape(d['note'])}.</p>")
         parts += [_img(main_png, f"{c['statement']}: the evidence behind the verdict"),
                   _img(where_png, f"{c['statement']}: where in the multiverse it holds")]
-    parts += ["<h2>Which choices matter: Sobol indices</h2>",
+    parts += ["<h2 id='sobol'>Which choices matter: Sobol indices</h2>",
               "<p>First-order: the share of the metric's variance over the multiverse due to a choice alone; "
               "total-order: including its interactions. From the GP surrogate, 95% credible intervals over "
               "posterior samples; a categorical choice's levels form one index.</p>",
               _table(tables["sensitivity"])]
     for m in metrics:
         parts.append(_img(out["sobol"][m], f"Sobol indices of {m}"))
-    parts += ["<h2>Surrogate diagnostics: leave-one-out</h2>",
+    parts += ["<h2 id='loo'>Surrogate diagnostics: leave-one-out</h2>",
               "<p>Each universe predicted by the GP fitted to the others (hyperparameters fixed). A surrogate with "
               "LOO R<sup>2</sup> &lt; 0.5 or 95% coverage &lt; 0.8 is flagged, and so is every verdict resting on it.</p>",
               _table(tables["diagnostics"])]
     for m in metrics:
         parts.append(_img(out["loo"][m], f"Leave-one-out calibration of the {m} surrogate"))
-    parts.append("<h2>The multiverse</h2>")
+    parts.append("<h2 id='multiverse'>The multiverse</h2>")
     parts.append(_img(out["claims_figure"], "Every claim's effect: GP (95% CrI) beside the observed universes (95% CI)"))
     parts.append(_img(out["outcomes"], "Each outcome against each choice, one point per training run"))
     for m in metrics:
