@@ -434,3 +434,34 @@ def judge(gp: Mapping[str, Any], observed: Mapping[str, Any], rel: str = ">") ->
     if g == "uncertain":
         return {"agree": None, "summary": f"observed universes say {o}; the GP cannot tell (uncertain)"}
     return {"agree": None, "summary": f"GP says {g}; the observed universes cannot tell ({o})"}
+
+
+# --- contract members that several claim types share (claims/contract.py) -----------
+def marginal_rows(result: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """``rows`` of a claim with one answer: its one row of the summary table."""
+    return [{"label": "marginal", "gp": result["gp"], "observed": result["observed"], "design": result.get("design"),
+             "summary": result["summary"]}]
+
+
+def group_relevance(space, claim: Mapping[str, Any], universes: Sequence[Mapping[str, Any]]):
+    """``relevance`` of a claim between groups ``a`` and ``b`` of a dimension
+    (:func:`multiverse.design.claim_relevance`): 1 in its two groups, 0 elsewhere."""
+    levels = list(claim["a"]) + list(claim["b"])
+    return np.array([float(u[claim["dimension"]] in levels) for u in universes])
+
+
+def estimate_cells(gp: Mapping[str, Any], observed: Mapping[str, Any]) -> tuple[str, str]:
+    """``table_cells`` of a claim whose cells are its two estimates, the GP's and the observed universes'."""
+    return estimate(gp), estimate(observed)
+
+
+def mean_grid_statistic(local_effects):
+    """``grid_statistic`` of a claim whose statistic is the mean of ``local_effects`` (the
+    type's ``grid_local_effects``) over a whole full-factorial grid."""
+    def grid_statistic(claim: Mapping[str, Any], space, axes: Mapping[str, Sequence[Any]],
+                       values: Mapping[str, Any], budgets: Sequence[int] = ()) -> float:
+        """Its statistic over a whole full-factorial grid (the calibration benchmark's
+        truth), from ``values`` (``{metric: array over axes}``)."""
+        return float(np.mean(local_effects(claim, space, axes, values[claim["metric"]])))
+
+    return grid_statistic

@@ -188,22 +188,9 @@ def analyse(claim: Mapping[str, Any], ctx, i: int, influence) -> dict[str, Any]:
     return {**out, **common.judge(out["gp"], out["observed"], claim["relation"])}
 
 
-def rows(result: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The claim's rows of the summary table: (label, GP answer, observed answer, summary)."""
-    return [{"label": "marginal", "gp": result["gp"], "observed": result["observed"], "design": result.get("design"),
-             "summary": result["summary"]}]
-
-
-def relevance(space, claim: Mapping[str, Any], universes: Sequence[Mapping[str, Any]]):
-    """How much each universe's residual of the claim's metric weighs in its statistic,
-    up to a constant (:func:`multiverse.design.claim_relevance`): 1 in its two groups, 0 elsewhere."""
-    levels = list(claim["a"]) + list(claim["b"])
-    return np.array([float(u[claim["dimension"]] in levels) for u in universes])
-
-
-def table_cells(gp: Mapping[str, Any], observed: Mapping[str, Any]) -> tuple[str, str]:
-    """Its cells of the summary table: the GP's and the observed universes' estimates."""
-    return common.estimate(gp), common.estimate(observed)
+rows = common.marginal_rows
+relevance = common.group_relevance
+table_cells = common.estimate_cells
 
 
 def grid_local_effects(claim: Mapping[str, Any], space, axes: Mapping[str, Sequence[Any]], values):
@@ -216,11 +203,7 @@ def grid_local_effects(claim: Mapping[str, Any], space, axes: Mapping[str, Seque
             - v[..., [levels.index(lv) for lv in claim["b"]]].mean(-1))
 
 
-def grid_statistic(claim: Mapping[str, Any], space, axes: Mapping[str, Sequence[Any]],
-                   values: Mapping[str, Any], budgets: Sequence[int] = ()) -> float:
-    """Its statistic over a whole full-factorial grid (the calibration benchmark's truth),
-    from ``values`` (``{metric: array over axes}``)."""
-    return float(np.mean(grid_local_effects(claim, space, axes, values[claim["metric"]])))
+grid_statistic = common.mean_grid_statistic(grid_local_effects)
 
 
 # --- its figures (drawn by :mod:`multiverse.plots`' helpers) ----------------------

@@ -292,9 +292,7 @@ def analyse(claim: Mapping[str, Any], ctx, i: int, influence) -> dict[str, Any]:
     return {**out, **common.judge(out["gp"], obs, claim["relation"])}
 
 
-def rows(result: Mapping[str, Any]) -> list[dict[str, Any]]:
-    return [{"label": "marginal", "gp": result["gp"], "observed": result["observed"], "design": result.get("design"),
-             "summary": result["summary"]}]
+rows = common.marginal_rows
 
 
 def relevance(space, claim: Mapping[str, Any], universes: Sequence[Mapping[str, Any]]):

@@ -320,9 +320,7 @@ def relevance(space, claim: Mapping[str, Any], universes: Sequence[Mapping[str, 
     return np.array([abs(float(d.to_unit([u[d.name]])[0]) - 0.5) * 2 if d.is_active(u) else 0.0 for u in universes])
 
 
-def table_cells(gp: Mapping[str, Any], observed: Mapping[str, Any]) -> tuple[str, str]:
-    """Its cells of the summary table: the GP's and the observed universes' estimates."""
-    return common.estimate(gp), common.estimate(observed)
+table_cells = common.estimate_cells
 
 
 def grid_local_effects(claim: Mapping[str, Any], space, axes: Mapping[str, Sequence[Any]], values):
@@ -336,11 +334,7 @@ def grid_local_effects(claim: Mapping[str, Any], space, axes: Mapping[str, Seque
     return stats.slope(t, v)
 
 
-def grid_statistic(claim: Mapping[str, Any], space, axes: Mapping[str, Sequence[Any]],
-                   values: Mapping[str, Any], budgets: Sequence[int] = ()) -> float:
-    """Its statistic over a whole full-factorial grid (the calibration benchmark's truth),
-    from ``values`` (``{metric: array over axes}``)."""
-    return float(np.mean(grid_local_effects(claim, space, axes, values[claim["metric"]])))
+grid_statistic = common.mean_grid_statistic(grid_local_effects)
 
 
 # --- its figures (drawn by :mod:`multiverse.plots`' helpers) ----------------------
