@@ -191,3 +191,14 @@ def test_the_pages_claims_table_shows_the_verdict_word_and_no_column_that_is_na_
     page = claims_table_html(table)
     assert re.findall(r"<th>(.*?)</th>", page) == ["claim", "verdict", "GP P(holds)"]
     assert re.findall(r"<td>(holds|too few universes|[^<]*)</td>", page)[1::3] == ["holds", "too few universes"]
+
+
+def test_a_metric_spanning_decades_gets_a_log_axis_and_others_keep_a_linear_one():
+    from multiverse import plots as P
+
+    fig, axes = P.plt.subplots(1, 3)
+    P.value_axis(axes[0], [0.01, 0.02, 10.0, float("nan")])  # one collapsed run's train loss
+    P.value_axis(axes[1], [0.5, 0.9, 0.7])                    # accuracies
+    P.value_axis(axes[2], [-0.01, 0.2, 30.0])                  # a gap can be negative: never log
+    assert [ax.get_yscale() for ax in axes] == ["log", "linear", "linear"]
+    P.plt.close(fig)

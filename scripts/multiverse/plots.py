@@ -39,6 +39,20 @@ def hue_levels(space: SearchSpace) -> list | None:
     return list(space.categorical[0].choices) if space.categorical else None
 
 
+#: A metric whose positive values span at least this ratio (two decades) is drawn on a log axis.
+DECADES = 100.0
+
+
+def value_axis(ax, values, axis: str = "y") -> None:
+    """A log scale for a metric's axis when its values are all positive and span
+    :data:`DECADES` or more (a collapsed run's train loss of 10 beside 0.01 would
+    otherwise flatten every other point); a linear one otherwise."""
+    v = np.asarray(values, dtype=float)
+    v = v[np.isfinite(v)]
+    if len(v) and v.min() > 0 and v.max() / v.min() >= DECADES:
+        getattr(ax, f"set_{axis}scale")("log")
+
+
 def log_axis(ax, dim, axis: str = "x") -> None:
     """Log scale; an integer dimension gets plain ticks at powers of two."""
     if not dim.log:
@@ -84,6 +98,7 @@ def outcomes_vs_dimensions(df: pd.DataFrame, space: SearchSpace, metrics: Sequen
                 sns.scatterplot(data=data, x=d.name, y=m, hue=hue, hue_order=hue_levels(space), style="status",
                                 ax=ax, legend=(i == 0 and j == len(space.dimensions) - 1), s=30)
                 log_axis(ax, d)
+            value_axis(ax, data[m])
             ax.set_xlabel(label(d.name))
             ax.set_ylabel(label(m) if j == 0 else "")
     if axes[0, -1].get_legend() is not None:

@@ -346,19 +346,25 @@ def figure(c, space, df, path: str) -> None:
     claim = c["claim"]
     d = space[claim["dimension"]]
     conds = c["conditions"]
-    fig, axes = P.plt.subplots(1, len(conds), figsize=(4.2 * len(conds), 3.6), squeeze=False, sharey=True)
-    for ax, cond in zip(axes[0], conds):
+    # at most 3 panels a row, so that each stays legible at the page's width
+    ncols = min(3, len(conds))
+    nrows = -(-len(conds) // ncols)
+    fig, axes = P.plt.subplots(nrows, ncols, figsize=(4.8 * ncols, 4.0 * nrows), squeeze=False, sharey=True)
+    for ax in axes.flat[len(conds):]:
+        ax.set_visible(False)
+    for ax, cond in zip(axes.flat, conds):
         g = cond["gp"]
         if "curve" in g:
             P.band(ax, g["curve"]["values"], g["curve"], "C0", "GP partial dependence")
         if cond["label"] == "marginal":
             ax.scatter(df[d.name], df[claim["metric"]], s=12, color="C1", edgecolor="k", lw=0.3, label="universes")
         P.log_axis(ax, d)
+        P.value_axis(ax, df[claim["metric"]])
         ax.set_xlabel(P.label(d.name))
         ax.set_ylabel(P.label(claim["metric"]))
         est = f"slope {g['effect']:+.3g} [{g['effect_lo']:+.3g}, {g['effect_hi']:+.3g}]" if np.isfinite(g["effect"]) else "n/a"
-        ax.set_title(f"{cond['label']}\n{est}, P(holds) {g['p_holds']:.2f}", fontsize=8)
-    axes[0, 0].legend(fontsize=7)
+        ax.set_title(f"{cond['label']}\n{est}, P(holds) {g['p_holds']:.2f}", fontsize=11)
+    axes[0, 0].legend(fontsize=9)
     P.title(fig, c, f"partial dependence of {P.label(claim['metric'])} on {P.label(d.name)}")
     fig.tight_layout()
     P.save(fig, path)
