@@ -333,4 +333,4 @@ def test_badge_table_and_section_agree_on_every_claim_of_the_default_study(tmp_p
         row = table[table["claim"] == c["statement"]]
         assert len(row) == 1 and row["verdict"].iloc[0] == c["summary"]
         assert f"<b>Verdict:</b> {c['summary']}" in page
-        assert f"{badge}</span>{c['headline']['text']}" in page
+        assert f"{badge}</a>{c['headline']['text']}" in page

@@ -92,7 +92,7 @@ def test_claims_and_figures(run):
         assert (run / OUT / f"report/{png}.png").read_bytes()[:4] == b"\x89PNG", png
     page = (run / OUT / "report.html").read_text()
     assert "Summary of claims" in page and page.count("<img ") == len(FIGURES)
-    assert page.count("<span class='badge ") == len(claims["claims"]) and "{'ok'" not in page  # statuses as words
+    assert page.count("<a class='badge ") == len(claims["claims"]) and "{'ok'" not in page  # statuses as words
 
 
 @pytest.mark.slow
