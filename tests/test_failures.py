@@ -7,6 +7,7 @@ import logging
 import math
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -21,7 +22,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from conftest import three_universe_shard, user_project
+from conftest import ROOT, three_universe_shard, user_project
 
 from multiverse import entrypoint as E
 from multiverse import failures as F
@@ -425,9 +426,12 @@ def train(kernel, C, gamma, data, seed, run_dir):
 
 
 def svm_study(tmp_path, name, faults, *targets):
-    from test_examples import REPORT_SIZES, copy_project
+    from test_examples import REPORT_SIZES
 
-    project = copy_project(tmp_path / name, "svm_breast_cancer")
+    # the example as shipped: its Snakefile uses the installed package's workflow
+    project = tmp_path / name / "svm_breast_cancer"
+    shutil.copytree(ROOT / "examples" / "svm_breast_cancer", project,
+                    ignore=shutil.ignore_patterns("__pycache__", "results", ".snakemake"))
     (project / "src" / "faulty_svm.py").write_text(textwrap.dedent(FAULTY_SVM))
     if faults:
         (project / "faults.json").write_text(json.dumps(faults))
