@@ -222,8 +222,10 @@ def design_truth(grid: Grid, claim: Mapping[str, Any], budgets: Sequence[int] = 
     outcomes (a comparison, a trend) that is the truth of the seed means; Kendall's tau
     reads each universe's one outcome, seed noise included, so its truth is the mean of
     the per-seed taus (an expected best reads single draws already)."""
+    from multiverse.claims import kind
+
     t = truth(grid, claim, budgets)
-    return t["one_seed"] if claim.get("type") == "correlation" else t["truth"]
+    return t["one_seed"] if kind(claim).DESIGN_READS_ONE_RUN else t["truth"]
 
 
 def holds(effect: float, claim: Mapping[str, Any]) -> bool:
@@ -346,12 +348,13 @@ def wrong(verdict: str, true_holds: bool) -> bool:
     return (verdict == "holds" and not true_holds) or (verdict == "fails" and true_holds)
 
 
-def score(grid: Grid, result: Mapping[str, Any], labels_truth=None, cells=None) -> dict[str, Any]:
-    """One claim's result of one draw against the grid's truth."""
-    claim = result["claim"]
-    gp, obs = result["gp"], result["observed"]
+def score(grid: Grid, result, labels_truth=None, cells=None) -> dict[str, Any]:
+    """One claim's result of one draw (:class:`multiverse.claims.contract.ClaimResult`)
+    against the grid's truth."""
+    claim = result.claim
+    gp, obs = result.gp, result.observed
     t = truth(grid, claim, gp.get("budgets", ()))
-    out = {"claim": claim["name"], "type": result["type"], "truth": t["truth"], "error": t["error"],
+    out = {"claim": claim["name"], "type": result.type, "truth": t["truth"], "error": t["error"],
            "clear": abs(t["truth"]) > CLEAR * t["error"], "true_holds": holds(t["truth"], claim),
            "gp_effect": gp.get("effect", np.nan), "gp_lo": gp.get("effect_lo", np.nan),
            "gp_hi": gp.get("effect_hi", np.nan), "gp_verdict": gp["verdict"], "gp_covers": covers(gp, t["truth"]),
@@ -361,7 +364,7 @@ def score(grid: Grid, result: Mapping[str, Any], labels_truth=None, cells=None) 
         out["obs_covers"] = covers(obs, ot) if np.isfinite(ot) else np.nan
     else:
         out["obs_covers"] = covers(obs, t["truth"])
-    des = result.get("design") or {"verdict": "too few universes"}
+    des = result.design or {"verdict": "too few universes"}
     out["design_effect"], out["design_lo"], out["design_hi"] = (des.get("effect", np.nan), des.get("effect_lo", np.nan),
                                                                  des.get("effect_hi", np.nan))
     out["design_truth"] = design_truth(grid, claim, gp.get("budgets", ()))
@@ -425,9 +428,9 @@ def analyse_table(grid: Grid, df, seed: int, report: Mapping[str, Any] | None = 
     result = R.analyse(df, config, sensitivity=False)
     scored = []
     for res in result["claims"]:
-        claim = res["claim"]
+        claim = res.claim
         labels_truth, cells = None, None
-        if res["type"] in ("comparison", "trend"):
+        if res.type in ("comparison", "trend"):
             labels_truth = true_labels(grid, claim)
             cells = reference_cells(grid, result["context"], claim)
         scored.append({"draw": seed, "n": int(df["universe"].nunique()), **score(grid, res, labels_truth, cells)})

@@ -54,13 +54,13 @@ def stability(rows: pd.DataFrame) -> pd.DataFrame:
 
 def rows_from_claims(claims: list[dict], seed: int) -> list[dict]:
     """Per claim and condition, the design-based and GP answers of one run's claims.json."""
-    from multiverse.claims import TYPES
+    from multiverse.claims.contract import ClaimResult
 
     out = []
-    for c in claims:
-        for r in TYPES[c["type"]].rows(c):
-            name = c["name"] + ("" if r["label"] == "marginal" else f" ({r['label']})")
-            for answer, a in (("design-based", r.get("design") or {}), ("GP", r["gp"])):
+    for c in map(ClaimResult.from_dict, claims):
+        for r in c.readings:
+            name = c.name + ("" if r.label == "marginal" else f" ({r.label})")
+            for answer, a in (("design-based", r.design or {}), ("GP", r.gp)):
                 val = {k: (np.nan if a.get(k) is None else a[k]) for k in ("effect", "effect_lo", "effect_hi")}
                 out.append({"claim": name, "answer": answer, "seed": seed, "effect": val["effect"],
                             "lo": val["effect_lo"], "hi": val["effect_hi"], "verdict": a.get("verdict")})

@@ -84,8 +84,8 @@ def test_finding_2_diverged_universes_are_their_own_outcome():
     assert np.isnan(ctx.values("gap")[diverged]).all() and np.isfinite(ctx.values("test_acc")).all()
     claim = {"name": "g", "metric": "gap", "dimension": "optimizer", "a": ["adam"], "b": ["sgd"], "relation": ">"}
     res = comparison.analyse(claim, ctx, 0, None)
-    assert 0.5 < res["converged_share"] < 0.95 and "read where universes converge" in res["read_where"]
-    assert res["observed"]["n_a"] == (adam(us) & ~diverged).sum()
+    assert 0.5 < res.converged_share < 0.95 and "read where universes converge" in res.read_where
+    assert res.observed["n_a"] == (adam(us) & ~diverged).sum()
 
 
 # --- finding 5: ties satisfy >= --------------------------------------------------------

@@ -3,7 +3,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from multiverse.claims.common import describe_regions, judge, reference_universes
+from multiverse.claims.common import describe_regions, judge, reading, reference_universes, result
 from multiverse.claims.comparison import gp_answer, observed_answer
 from multiverse.gp import fit_gp
 from multiverse.report import claims_table
@@ -127,8 +127,7 @@ def test_finding_7_disagree_only_when_credibly_opposite():
 
 def test_claims_table_gives_every_estimate_an_interval():
     gp, obs = _verdicts(lambda l: 0.1)
-    t = claims_table([{"statement": "adam >= sgd", "type": "comparison", "claim": CLAIM, "gp": gp, "observed": obs,
-                       **judge(gp, obs)}])
+    t = claims_table([result(CLAIM, "comparison", "adam >= sgd", [reading(gp, obs, None, ">=")])])
     assert "[" in t.loc[0, "GP estimate [95% CrI]"] and "[" in t.loc[0, "observed estimate [95% CI]"]
     assert "[" in t.loc[0, "GP share of multiverse where it holds [surely, possibly]"]
     assert isinstance(t, pd.DataFrame) and len(t) == 1
@@ -173,7 +172,7 @@ def test_report_on_a_space_with_one_numeric_dimension(tmp_path):
            "html": str(tmp_path / "report.html"), **per_metric,
            "claim_figures": {"c": str(tmp_path / "c.png")}, "where_figures": {"c": str(tmp_path / "c_where.png")}}
     result = build_report(str(tmp_path / "table.parquet"), config, out)
-    assert result["claims"][0]["gp"]["verdict"] in ("holds", "uncertain")
+    assert result["claims"][0].gp["verdict"] in ("holds", "uncertain")
     assert (tmp_path / "maps_test_acc.png").stat().st_size > 0 and (tmp_path / "report.html").exists()
 
 

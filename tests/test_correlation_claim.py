@@ -35,9 +35,9 @@ def study(fx, fy, n=48, noise=0.1, seed=0):
     return us, x, y
 
 
-def answer(us, x, y, seed=0):
+def answer(us, x, y, seed=0, sobol=None):
     joint = correlation.fit_joint(SPACE, us, x, y, seed, IDENTITY2)
-    return correlation.gp_answer(joint, SPACE, CLAIM, SPACE.sobol(64, 3), 128, seed)
+    return correlation.gp_answer(joint, SPACE, CLAIM, SPACE.sobol(64, 3), 128, seed, sobol=sobol)
 
 
 def sine(us):
@@ -54,14 +54,35 @@ def test_finding_3_no_granulated_tau_along_dimensions_that_move_neither_metric(s
     granulated mean is lr's alone."""
     res = answer(*study(sine, lambda us: -sine(us), seed=seed), seed=seed)
     assert set(res["granulated_per_dimension"]) == {"lr"}
-    assert res["granulated_excluded"] == {"weight_decay": "neither metric varies along it",
-                                          "batch_size": "neither metric varies along it"}
+    flat = f"neither metric varies along it: path signal < {correlation.MIN_SIGNAL:g}"
+    assert res["granulated_excluded"] == {"weight_decay": flat, "batch_size": flat}
     lr = res["granulated_per_dimension"]["lr"]
     assert lr["verdict"] == "fails" and lr["effect_hi"] < -0.6 and lr["varies"] == ["x", "y"]
     assert res["granulated"]["effect"] == lr["effect"]
     sig = res["granulated_signal"]
     assert min(sig["lr"].values()) > 5 * correlation.MIN_SIGNAL
     assert max(sig["weight_decay"].values()) < correlation.MIN_SIGNAL
+
+
+def test_the_left_out_dimensions_agree_with_the_sobol_indices():
+    """The report's Sobol table and the per-dimension message cannot contradict each
+    other: a dimension to which either metric's total-order Sobol index gives at least
+    MIN_TOTAL_ORDER stays in the granulated tau, even where the two-outcome model's path
+    signal is low, and a dimension left out says both criteria and the indices."""
+    data = study(sine, lambda us: -sine(us))
+
+    def sobol(wd_total):
+        return {m: {"lr": {"total": 0.9}, "weight_decay": {"total": wd_total}, "batch_size": {"total": 0.01}}
+                for m in ("x", "y")}
+
+    kept = answer(*data, sobol=sobol(0.3))
+    assert set(kept["granulated_per_dimension"]) == {"lr", "weight_decay"}
+    assert max(kept["granulated_signal"]["weight_decay"].values()) < correlation.MIN_SIGNAL  # only Sobol keeps it
+    assert kept["granulated_per_dimension"]["weight_decay"]["varies"] == ["x", "y"]
+    assert kept["granulated_excluded"] == {"batch_size": "neither metric varies along it: total-order Sobol index "
+                                           "< 0.05 (x 0.01, y 0.01), path signal < 2"}
+    left = answer(*data, sobol=sobol(0.01))
+    assert set(left["granulated_per_dimension"]) == {"lr"}
 
 
 def test_finding_3_a_dimension_that_moves_one_metric_keeps_an_uncertain_tau():
@@ -169,11 +190,11 @@ def test_finding_8_the_claim_carries_the_two_outcome_models_diagnostics():
     verdict rests on, per metric. Here y is pure noise, which that model cannot predict."""
     us, x, y = study(sine, lambda us: 0.0 * sine(us))
     res = correlation.analyse(CLAIM, context(us, x, y), 0, None)
-    diag = res["diagnostics"]
+    diag = res.diagnostics
     assert set(diag) == {"x", "y"}
     # the model works on the metrics' normal scores (tau reads ranks only); its LOO is read back on their scales
-    assert all(isinstance(w, gp.RankWarp) for w in res["_joint"].warps)
-    assert diag == dict(zip(["x", "y"], two_outcome.multitask_loo_diagnostics(res["_joint"].model, res["_joint"].warps)))
+    assert all(isinstance(w, gp.RankWarp) for w in res.model.warps)
+    assert diag == dict(zip(["x", "y"], two_outcome.multitask_loo_diagnostics(res.model.model, res.model.warps)))
     assert diag["x"]["ok"] and diag["x"]["r2"] > 0.8 and diag["x"]["coverage"] >= gp.MIN_COVERAGE
     assert not diag["y"]["ok"] and diag["y"]["r2"] < gp.MIN_LOO_R2
 

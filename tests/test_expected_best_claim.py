@@ -117,9 +117,9 @@ def test_finding_10_both_sides_on_one_noise_basis():
     ctx = Context(space=SPACE, df=df, surrogates={"val_acc": sur}, divergence=None, samples=64, reference=16,
                   bootstrap=200, seed=0, universes=per_universe(df, SPACE, "val_acc")[0])
     res = expected_best.analyse(BEST, ctx, 0, None)
-    assert sur.replicated and res["gp"]["noise_sd"] == pytest.approx(sur.latent_noise_sd / 2)
-    assert res["observed"]["n_a"] + res["observed"]["n_b"] == len(us)  # one mean per universe
-    assert res["gp"]["budgets"] == res["observed"]["budgets"]
+    assert sur.replicated and res.gp["noise_sd"] == pytest.approx(sur.latent_noise_sd / 2)
+    assert res.observed["n_a"] + res.observed["n_b"] == len(us)  # one mean per universe
+    assert res.gp["budgets"] == res.observed["budgets"]
 
 
 # --- finding 5: ties satisfy >= ------------------------------------------------------

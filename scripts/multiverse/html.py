@@ -48,15 +48,15 @@ def headline(claims) -> str:
     plain sentence."""
     items = []
     for c in claims:
-        h = c["headline"]
-        items.append(f"<li><a class='badge {BADGE_CLASS.get(h['badge'], 'uncertain')}' href='#{anchor(c['name'])}'>"
+        h = c.headline
+        items.append(f"<li><a class='badge {BADGE_CLASS.get(h['badge'], 'uncertain')}' href='#{anchor(c.name)}'>"
                      f"{_html.escape(h['badge'])}</a>{_html.escape(h['text'])}</li>")
     return "<ul class='headline'>" + "".join(items) + "</ul>"
 
 
 def contents(claims) -> str:
     """The page's contents list: the fixed sections, and one entry per claim."""
-    per_claim = "".join(f"<li><a href='#{anchor(c['name'])}'>{_html.escape(c['statement'])}</a></li>" for c in claims)
+    per_claim = "".join(f"<li><a href='#{anchor(c.name)}'>{_html.escape(c.statement)}</a></li>" for c in claims)
     return ("<nav class='contents'><b>Contents</b><ol>"
             "<li><a href='#glance'>The claims at a glance</a></li><li><a href='#summary'>Summary of claims</a></li>"
             f"<li>Claims<ol>{per_claim}</ol></li>"
@@ -144,18 +144,18 @@ def write_report(path: str, config: Mapping[str, Any], df: pd.DataFrame, result:
               "<p>Each column with its 95% interval; where each claim holds, fails or is uncertain is in its "
               "section (and in claims.csv).</p>", claims_table_html(tables["claims"])]
     for c in result["claims"]:
-        main_png, where_png = out["claim_figures"][c["name"]], out["where_figures"][c["name"]]
-        flag = "" if c.get("surrogate_ok", True) else " <span class='flag'>(surrogate fits poorly)</span>"
-        parts += [f"<h2 id='{anchor(c['name'])}'>Claim: {_html.escape(c['statement'])}{flag}</h2>",
-                  f"<p><b>Verdict:</b> {_html.escape(c['summary'])}</p>"]
-        regions = (c["gp"].get("regions") or {}).get("text")
+        main_png, where_png = out["claim_figures"][c.name], out["where_figures"][c.name]
+        flag = "" if c.surrogate_ok else " <span class='flag'>(surrogate fits poorly)</span>"
+        parts += [f"<h2 id='{anchor(c.name)}'>Claim: {_html.escape(c.statement)}{flag}</h2>",
+                  f"<p><b>Verdict:</b> {_html.escape(c.summary)}</p>"]
+        regions = (c.gp.get("regions") or {}).get("text")
         if regions:
             parts.append(f"<p><b>Where it holds and flips (model-based, GP):</b> {_html.escape(regions)}</p>")
-        d = c.get("design") or {}
+        d = c.design or {}
         if d.get("note"):
             parts.append(f"<p><b>Design-based answer read from:</b> {_html.escape(d['note'])}.</p>")
-        parts += [_img(main_png, f"{c['statement']}: the evidence behind the verdict"),
-                  _img(where_png, f"{c['statement']}: where in the multiverse it holds")]
+        parts += [_img(main_png, f"{c.statement}: the evidence behind the verdict"),
+                  _img(where_png, f"{c.statement}: where in the multiverse it holds")]
     parts += ["<h2 id='sobol'>Which choices matter: Sobol indices</h2>",
               "<p>First-order: the share of the metric's variance over the multiverse due to a choice alone; "
               "total-order: including its interactions. From the GP surrogate, 95% credible intervals over "

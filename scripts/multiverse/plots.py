@@ -170,10 +170,10 @@ def specification_curve(data: Mapping[str, Any], space: SearchSpace, metric: str
     save(fig, path)
 
 
-def claims_forest(claims: Sequence[Mapping[str, Any]], path: str,
-                  describe: Callable[[Mapping[str, Any]], tuple[str, Sequence[str]]]) -> None:
+def claims_forest(claims: Sequence[Any], path: str, describe: Callable[[Any], tuple[str, Sequence[str]]]) -> None:
     """Each claim's effect with its 95% interval: design-based (confidence), GP (credible)
-    and observed (bootstrap); ``describe(c)`` gives a claim's statistic and its metrics.
+    and observed (bootstrap), for each :class:`multiverse.claims.contract.ClaimResult`;
+    ``describe(c)`` gives a claim's statistic and its metrics.
 
     One panel per claim, each on its own scale since claims compare different metrics.
     """
@@ -183,7 +183,7 @@ def claims_forest(claims: Sequence[Mapping[str, Any]], path: str,
     for ax, c in zip(axes[:, 0], claims):
         for k, (src, key) in enumerate((("design-based (95% CI)", "design"), ("GP surrogate (95% CrI)", "gp"),
                                          ("observed universes (95% bootstrap CI)", "observed"))):
-            e = c.get(key) or {"effect": np.nan}
+            e = getattr(c, key) or {"effect": np.nan}
             if not np.isfinite(e["effect"]):
                 continue
             ax.errorbar([e["effect"]], [k], xerr=[[e["effect"] - e["effect_lo"]], [e["effect_hi"] - e["effect"]]],
@@ -195,7 +195,7 @@ def claims_forest(claims: Sequence[Mapping[str, Any]], path: str,
         ax.set_ylim(2.6, -0.6)
         statistic, metrics = describe(c)
         ms = " vs ".join(metrics)
-        ax.set_title(f"{c['statement']}  [{ms}]: {c['summary']}", fontsize=8, wrap=True)
+        ax.set_title(f"{c.statement}  [{ms}]: {c.summary}", fontsize=8, wrap=True)
         ax.set_xlabel(f"{statistic} ({ms})")
     fig.suptitle("Claims: the design-based answer beside the GP's and the observed universes', 95% intervals", y=1.0)
     fig.tight_layout()
@@ -277,8 +277,9 @@ def themed(style: str) -> None:
     sns.set_theme(style=style, context="paper")
 
 
-def title(fig, c: Mapping[str, Any], what: str) -> None:
-    fig.suptitle(f"{c['statement']}: {what}\nverdict: {c['summary']}", fontsize=9, wrap=True)
+def title(fig, c, what: str) -> None:
+    """A claim's figure's title (``c``: its :class:`multiverse.claims.contract.ClaimResult`)."""
+    fig.suptitle(f"{c.statement}: {what}\nverdict: {c.summary}", fontsize=9, wrap=True)
 
 
 
@@ -292,7 +293,7 @@ def title(fig, c: Mapping[str, Any], what: str) -> None:
 def holds_map(c, space, df, path) -> None:
     """A map of the local posterior probability that the claim holds, with contours at the
     verdict's thresholds (0.05, 0.95) and 0.5."""
-    data = c["figures"]["where"]
+    data = c.figures["where"]
     if "message" in data:
         return message_figure(data["message"], path)
     dims, gx, gy = data["dims"], data["x"], data["y"]
@@ -315,8 +316,8 @@ def holds_map(c, space, df, path) -> None:
         ax.set_ylabel("posterior probability that the claim holds here")
     log_axis(ax, space[dims[0]], "x")
     ax.set_xlabel(label(dims[0]))
-    regions = (c["gp"].get("regions") or {}).get("text", "")
-    ax.set_title(f"Where it holds: {c['statement']}\n(other choices averaged; holds above 0.95, fails below 0.05)"
+    regions = (c.gp.get("regions") or {}).get("text", "")
+    ax.set_title(f"Where it holds: {c.statement}\n(other choices averaged; holds above 0.95, fails below 0.05)"
                  f"\n{regions}", fontsize=8, wrap=True)
     save(fig, path)
 

@@ -16,6 +16,7 @@ import pandas as pd
 
 from multiverse import claims as C
 from multiverse.claims import common
+from multiverse.claims.contract import ClaimResult
 from multiverse.config import report_metrics
 from multiverse.gp import influence, loo_diagnostics
 from multiverse.ids import derive_seed
@@ -51,35 +52,32 @@ def context(df: pd.DataFrame, config: Mapping[str, Any]) -> common.Context:
 
 
 def judge_claims(claims: Sequence[Mapping[str, Any]], ctx: common.Context, infl: Mapping[str, Any],
-                 diag: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Each claim's analysis (:mod:`multiverse.claims`), with the surrogate's fit and where
-    it was read in its summary."""
+                 diag: Mapping[str, Any]) -> list[ClaimResult]:
+    """Each claim's analysis (:mod:`multiverse.claims`), with one verdict per reading
+    (:func:`multiverse.claims.common.decide`) and the surrogate's fit and where it was
+    read in its summary."""
     results = []
     for i, claim in enumerate(claims):
         kind = C.kind(claim)
         ms = kind.metrics(claim)
         res = kind.analyse(claim, ctx, i, infl[ms[0]])
-        checks = res.get("diagnostics") or {m: diag[m] for m in ms}
+        checks = res.diagnostics or {m: diag[m] for m in ms}
         poor = [m for m, d in checks.items() if d is not None and not d["ok"]]
-        res["surrogate_ok"] = not poor
+        res.surrogate_ok = not poor
         notes = []
         if poor:
             notes.append("the model-based answer's surrogate fits poorly for " + ", ".join(
                 f"{m} (LOO R^2 {checks[m]['r2']:.2f}, 95% coverage {checks[m]['coverage']:.2f})" for m in poor))
-        if res.get("read_where"):
-            notes.append(res["read_where"])
+        if res.read_where:
+            notes.append(res.read_where)
         rel = common.relation(claim)
-        # one verdict per row (a trend's conditions too), resting on the design-based answer
-        for row in res.get("conditions") or [res]:
-            row["cross_check"] = row["summary"]  # the GP beside the observed universes' bootstrap
-            decided = common.decide(row["design"], row["gp"], rel, not poor)
-            row["verdict"], row["rests_on"] = decided["verdict"], decided["rests_on"]
-            row["summary"] = "; ".join([decided["summary"], *notes])
-        if res.get("conditions"):
-            for k in ("verdict", "rests_on", "summary", "cross_check"):
-                res[k] = res["conditions"][0][k]
-        results.append({"name": claim["name"], "type": kind.NAME, "statement": claim.get("statement") or kind.statement(claim),
-                        "claim": dict(claim), **res})
+        # one verdict per reading (a trend's conditions too), resting on the design-based answer
+        for row in res.readings:
+            row.cross_check = row.summary  # the GP beside the observed universes' bootstrap
+            decided = common.decide(row.design, row.gp, rel, not poor)
+            row.verdict, row.rests_on = decided["verdict"], decided["rests_on"]
+            row.summary = "; ".join([decided["summary"], *notes])
+        results.append(res)
     return results
 
 
@@ -102,6 +100,7 @@ def analyse(df: pd.DataFrame, config: Mapping[str, Any], sensitivity: bool = Tru
     sens = {m: sobol_indices(s.sample, space, rep["sobol_points"], min(64, rep["samples"]),
                              derive_seed(seed, 300 + k)) if s and sensitivity else None
             for k, (m, s) in enumerate(sur.items())}
+    ctx.sensitivity = sens if sensitivity else None
     results = judge_claims(config.get("claims", []), ctx, infl, diag)
     return {"claims": results, "sensitivity": sens, "diagnostics": diag, "influence": infl, "surrogates": sur,
             "divergence": divergence_summary(ctx.divergence, space, base_all), "space": space, "context": ctx}
@@ -116,27 +115,27 @@ def _p(x: Mapping[str, Any], key: str = "p_holds") -> float:
     return round(v, 3) if v is not None and np.isfinite(v) else np.nan
 
 
-def claims_table(claims: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+def claims_table(claims: Sequence[ClaimResult]) -> pd.DataFrame:
     """The summary table: one row per claim (and per condition of a trend), every
     estimate with its 95% interval."""
 
-    def row(c: Mapping[str, Any], r: Mapping[str, Any]) -> dict:
-        g, o, d = r["gp"], r["observed"], r.get("design") or {}
+    def row(c: ClaimResult, r) -> dict:
+        g, o, d = r.gp, r.observed, r.design or {}
         share = (f"{g['fraction_holds']:.2f} [{g['fraction_holds_lo']:.2f}, {g['fraction_holds_hi']:.2f}]"
                  if np.isfinite(g.get("fraction_holds", np.nan)) else "n/a")
-        gp_est, obs_est = C.TYPES[c["type"]].table_cells(g, o)
-        family = c.get("family") or {}
+        gp_est, obs_est = C.TYPES[c.type].table_cells(g, o)
+        family = c.family or {}
         return {
-            "claim": c["statement"] + ("" if r["label"] == "marginal" else f" ({r['label']})"),
-            "type": c["type"],
-            "statistic": C.TYPES[c["type"]].STATISTIC,
-            "margin": c["claim"].get("margin") or np.nan,
-            "verdict": r["summary"],
+            "claim": c.statement + ("" if r.label == "marginal" else f" ({r.label})"),
+            "type": c.type,
+            "statistic": C.TYPES[c.type].STATISTIC,
+            "margin": c.claim.get("margin") or np.nan,
+            "verdict": r.summary,
             "design-based estimate [95% CI]": fmt(d) if d else "n/a",
             "design-based P(holds)": _p(d) if d else np.nan,
             "GP P(holds)": _p(g),
             "GP P(equivalent)": _p(g, "p_equivalent"),
-            "GP P(holds at every condition)": (round(family["p_all"], 3) if r["label"] == "marginal"
+            "GP P(holds at every condition)": (round(family["p_all"], 3) if r.label == "marginal"
                                                and family.get("conditions", 0) > 1 else np.nan),
             "GP estimate [95% CrI]": gp_est,
             "GP share of multiverse where it holds [surely, possibly]": share,
@@ -145,14 +144,14 @@ def claims_table(claims: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
             "where it holds, fails or is uncertain (GP)": (g.get("regions") or {}).get("text", ""),
         }
 
-    return pd.DataFrame([row(c, r) for c in claims for r in C.TYPES[c["type"]].rows(c)])
+    return pd.DataFrame([row(c, r) for c in claims for r in c.readings])
 
 
 #: The headline's badges: a claim's one verdict (:func:`multiverse.claims.common.decide`).
 BADGES = ("holds", "fails", "equivalent", "uncertain", "too few universes")
 
 
-def headline(c: Mapping[str, Any]) -> dict[str, str]:
+def headline(c: ClaimResult) -> dict[str, str]:
     """One claim's badge and plain sentence for the top of the report.
 
     The badge is the claim's one verdict (:func:`multiverse.claims.common.decide`): the
@@ -160,20 +159,20 @@ def headline(c: Mapping[str, Any]) -> dict[str, str]:
     gives that answer, then the model-based (GP) answer and where the model finds the
     claim holds, fails or is uncertain, labelled as the model's.
     """
-    g, d = c["gp"], c.get("design") or {}
-    badge = c.get("verdict") or g["verdict"]
-    stat = C.TYPES[c["type"]].STATISTIC
-    if c.get("rests_on") == "design":
-        text = (f"{c['statement']}: {badge} (design-based: {stat} {fmt(d)}, P(holds) {d['p_holds']:.2f}, "
+    g, d = c.gp, c.design or {}
+    badge = c.verdict or g["verdict"]
+    stat = C.TYPES[c.type].STATISTIC
+    if c.rests_on == "design":
+        text = (f"{c.statement}: {badge} (design-based: {stat} {fmt(d)}, P(holds) {d['p_holds']:.2f}, "
                 f"from {d.get('n', 0)} universes drawn with known probability)")
         if np.isfinite(g.get("effect", np.nan)):
             text += f"; model-based (GP): {g['verdict']}, {fmt(g)}"
     elif np.isfinite(g.get("effect", np.nan)):
-        text = f"{c['statement']}: {badge} (model-based only, GP: {stat} {fmt(g)}, P(holds) {g['p_holds']:.2f})"
+        text = f"{c.statement}: {badge} (model-based only, GP: {stat} {fmt(g)}, P(holds) {g['p_holds']:.2f})"
     else:
-        return {"badge": badge, "text": f"{c['statement']}: too few universes to say."}
-    if "p_equivalent" in (d if c.get("rests_on") == "design" else g):
-        text += f", P(equivalent within {c['claim']['margin']:g}) {(d if c.get('rests_on') == 'design' else g)['p_equivalent']:.2f}"
+        return {"badge": badge, "text": f"{c.statement}: too few universes to say."}
+    if "p_equivalent" in (d if c.rests_on == "design" else g):
+        text += f", P(equivalent within {c.claim['margin']:g}) {(d if c.rests_on == 'design' else g)['p_equivalent']:.2f}"
     regions = g.get("regions") or {}
     shares = regions.get("shares", {})
     if shares:
@@ -182,17 +181,17 @@ def headline(c: Mapping[str, Any]) -> dict[str, str]:
         fails = [leaf for leaf in regions.get("leaves", []) if leaf["label"] == "fails"]
         if fails:
             text += " (fails for " + "; or ".join(leaf["rule"] for leaf in fails) + ")"
-    family = c.get("family") or {}
+    family = c.family or {}
     if family.get("conditions", 0) > 1:
         text += f"; model-based P(holds at every one of its {family['conditions']} conditions) {family['p_all']:.2f}"
-    if c.get("rests_on") == "design" and g.get("verdict") not in (None, common.TOO_FEW):
+    if c.rests_on == "design" and g.get("verdict") not in (None, common.TOO_FEW):
         disjoint = g["effect_hi"] < d["effect_lo"] or d["effect_hi"] < g["effect_lo"]
-        if common.opposite(badge, g["verdict"], common.relation(c["claim"])) or disjoint:
+        if common.opposite(badge, g["verdict"], common.relation(c.claim)) or disjoint:
             text += "; the two answers disagree: the verdict rests on the design-based one"
-    if not c.get("surrogate_ok", True):
+    if not c.surrogate_ok:
         text += "; the model's surrogate fits poorly"
-    if c.get("read_where"):
-        text += "; " + c["read_where"]
+    if c.read_where:
+        text += "; " + c.read_where
     return {"badge": badge, "text": text + "."}
 
 
@@ -256,9 +255,9 @@ def build_report(table_path: str, config: Mapping[str, Any], out: Mapping[str, A
     space, sur = result["space"], result["surrogates"]
     metrics = report_metrics(config)
     for c in result["claims"]:
-        c["headline"] = headline(c)
+        c.headline = headline(c)
     write_json(out["claims_json"], to_jsonable({
-        "claims": result["claims"],
+        "claims": [c.to_dict() for c in result["claims"]],
         "sensitivity": result["sensitivity"],
         "diagnostics": result["diagnostics"],
         "influence": result["influence"],
@@ -273,7 +272,7 @@ def build_report(table_path: str, config: Mapping[str, Any], out: Mapping[str, A
               "diagnostics": diagnostics_table(result["diagnostics"])}
     atomic_write(out["claims_csv"], lambda tmp: tables["claims"].to_csv(tmp, index=False))
     plots.claims_forest(result["claims"], out["claims_figure"],
-                        lambda c: (C.TYPES[c["type"]].STATISTIC, C.TYPES[c["type"]].metrics(c["claim"])))
+                        lambda c: (C.TYPES[c.type].STATISTIC, C.TYPES[c.type].metrics(c.claim)))
     plots.outcomes_vs_dimensions(df, space, metrics, out["outcomes"])
     base = space.enumerated(max(4, config["report"]["reference"] // 8), derive_seed(config["seed"], 8))
     status = df["status"].value_counts().to_dict()
@@ -294,14 +293,14 @@ def build_report(table_path: str, config: Mapping[str, Any], out: Mapping[str, A
         plots.sobol_bars(result["sensitivity"][m], m, out["sobol"][m])
         plots.loo_calibration(result["diagnostics"][m], m, out["loo"][m])
     for c in result["claims"]:
-        main_png, where_png = out["claim_figures"][c["name"]], out["where_figures"][c["name"]]
-        if c["gp"]["verdict"] == C.common.TOO_FEW:
-            msg = f"No surrogate verdict for claim '{c['name']}': too few finished universes\n(statuses: {status})"
+        main_png, where_png = out["claim_figures"][c.name], out["where_figures"][c.name]
+        if c.gp["verdict"] == C.common.TOO_FEW:
+            msg = f"No surrogate verdict for claim '{c.name}': too few finished universes\n(statuses: {status})"
             plots.message_figure(msg, main_png)
             plots.message_figure(msg, where_png)
             continue
-        C.TYPES[c["type"]].figure(c, space, df, main_png)
-        C.TYPES[c["type"]].where_figure(c, space, df, where_png)
+        C.TYPES[c.type].figure(c, space, df, main_png)
+        C.TYPES[c.type].where_figure(c, space, df, where_png)
     html.write_report(out["html"], config, df, result, tables, out)
     return result
 
@@ -352,18 +351,18 @@ def markdown_claims(claims: Sequence[Mapping[str, Any]]) -> str:
              "share where it holds [surely, possibly] (GP) | observed estimate [95% CI] | "
              "where it holds, fails or is uncertain (GP) |",
              "|---|---|---|---|---|---|---|---|"]
-    for c in claims:
-        for r in C.TYPES[c["type"]].rows(c):
-            g, o = r["gp"], r["observed"]
+    for c in map(ClaimResult.from_dict, claims):
+        for r in c.readings:
+            g, o = r.gp, r.observed
             share = ("" if g.get("fraction_holds") is None else
                      f"{g['fraction_holds']:.2f} [{g['fraction_holds_lo']:.2f}, {g['fraction_holds_hi']:.2f}]")
-            name = c["statement"] if r["label"] == "marginal" else f"... {r['label']}"
-            verdict = (f"**{c['headline']['badge']}**: " if r["label"] == "marginal" else "") + r["summary"].replace("|", "/")
+            name = c.statement if r.label == "marginal" else f"... {r.label}"
+            verdict = (f"**{c.headline['badge']}**: " if r.label == "marginal" else "") + r.summary.replace("|", "/")
             p = num(g.get("p_holds"))
-            if r["label"] == "marginal" and (c.get("family") or {}).get("conditions", 0) > 1:
-                p += f" (every condition: {num(c['family']['p_all'])})"
+            if r.label == "marginal" and (c.family or {}).get("conditions", 0) > 1:
+                p += f" (every condition: {num(c.family['p_all'])})"
             where = ((g.get("regions") or {}).get("text") or "").replace("|", "/")
-            lines.append(f"| {name} | {verdict} | {est(r.get('design') or {})} | {est(g)} | {p} | {share} | {est(o)} | "
+            lines.append(f"| {name} | {verdict} | {est(r.design or {})} | {est(g)} | {p} | {share} | {est(o)} | "
                          f"{where} |")
     return "\n".join(lines)
 

@@ -2,8 +2,8 @@
 
 Each module (:mod:`.comparison`, :mod:`.trend`, :mod:`.correlation`,
 :mod:`.expected_best`) holds everything about its type, the names of the
-:class:`.contract.ClaimType` protocol: what it says and checks, its analysis, its rows
-and cells of the summary table, its design target, its figures and its statistic on a
+:class:`.contract.ClaimType` protocol: what it says and checks, its analysis (a
+:class:`.contract.ClaimResult`), its cells of the summary table, its design target, its figures and its statistic on a
 full grid. Adding a claim type means one module here, its entry in :data:`TYPES` and
 its entry in the config schema.
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from multiverse import declaration
+from multiverse.claims.contract import ClaimResult, Reading
 from multiverse.ids import derive_seed
 from multiverse.lazy import np
 
@@ -99,6 +100,9 @@ class Context:
     #: hyperparameter chains of a correlation's two-outcome model, each from its own MAP
     #: fit (``report.hyperparameter_starts``; :func:`multiverse.two_outcome.fit_multitask_gp`)
     hyperparameter_starts: int = 1
+    #: the report's Sobol indices per metric (:func:`multiverse.sensitivity.sobol_indices`;
+    #: None where the report leaves them out), which a correlation's per-dimension tau reads
+    sensitivity: Mapping[str, Any] | None = None
     _drawn: Any = None
 
     def drawn(self):
@@ -437,10 +441,19 @@ def judge(gp: Mapping[str, Any], observed: Mapping[str, Any], rel: str = ">") ->
 
 
 # --- contract members that several claim types share (claims/contract.py) -----------
-def marginal_rows(result: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """``rows`` of a claim with one answer: its one row of the summary table."""
-    return [{"label": "marginal", "gp": result["gp"], "observed": result["observed"], "design": result.get("design"),
-             "summary": result["summary"]}]
+def reading(gp: Mapping[str, Any], observed: Mapping[str, Any], design: Mapping[str, Any] | None, rel: str,
+            label: str = "marginal") -> Reading:
+    """One :class:`Reading` of a claim: its three answers, the GP's and the observed
+    universes' judged side by side (:func:`judge`)."""
+    return Reading(label, dict(gp), dict(observed), None if design is None else dict(design), **judge(gp, observed, rel))
+
+
+def result(claim: Mapping[str, Any], kind: str, statement: str, readings: Sequence[Reading],
+           **fields: Any) -> ClaimResult:
+    """A claim type's :class:`ClaimResult` (``kind``: its type's name; ``statement``: the
+    claim in words when the config gives none; ``fields``: the rest of the result's)."""
+    return ClaimResult(name=claim["name"], type=kind, statement=claim.get("statement") or statement,
+                       claim=dict(claim), readings=list(readings), **fields)
 
 
 def group_relevance(space, claim: Mapping[str, Any], universes: Sequence[Mapping[str, Any]]):

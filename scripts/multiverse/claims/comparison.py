@@ -13,11 +13,13 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from multiverse.claims import common
+from multiverse.claims.contract import ClaimResult
 from multiverse.ids import derive_seed
 from multiverse.lazy import np
 
 NAME = "comparison"
 STATISTIC = "difference of means, a - b"
+DESIGN_READS_ONE_RUN = False
 
 
 def metrics(claim: Mapping[str, Any]) -> list[str]:
@@ -166,7 +168,8 @@ def prepare(claim: Mapping[str, Any], ctx, i: int, observed) -> tuple[int, Any, 
     """What a claim between two groups of levels starts from (a comparison, an expected
     best): its GP seed, the observed universes' values, the surrogate, the reference set
     where the claim is read (converging under every compared level) and the observed
-    answer (``observed(values, groups, claim, n_boot, seed)``)."""
+    answer (``observed(values, groups, claim, n_boot, seed)``) with where it is read
+    (``observed``, ``read_where``, ``converged_share``)."""
     s_gp, s_obs = derive_seed(ctx.seed, 100 + i), derive_seed(ctx.seed, 200 + i)
     metric, dim = claim["metric"], claim["dimension"]
     y = ctx.values(metric)
@@ -177,18 +180,17 @@ def prepare(claim: Mapping[str, Any], ctx, i: int, observed) -> tuple[int, Any, 
     return s_gp, y, ctx.surrogates.get(metric), base, out
 
 
-def analyse(claim: Mapping[str, Any], ctx, i: int, influence) -> dict[str, Any]:
+def analyse(claim: Mapping[str, Any], ctx, i: int, influence) -> ClaimResult:
     s_gp, y, sur, base, out = prepare(claim, ctx, i, observed_answer)
-    out["design"] = design_answer(claim, ctx)
+    design, figures = design_answer(claim, ctx), None
     if sur is None or len(base) < 2:
-        out["gp"] = common.no_surrogate(int(np.isfinite(y).sum()))
+        gp = common.no_surrogate(int(np.isfinite(y).sum()))
     else:
-        out["gp"] = gp_answer(sur, ctx.space, claim, base, ctx.samples, s_gp)
-        out["figures"] = figure_data(sur, ctx.space, claim, base, influence, derive_seed(s_gp, 1))
-    return {**out, **common.judge(out["gp"], out["observed"], claim["relation"])}
-
-
-rows = common.marginal_rows
+        gp = gp_answer(sur, ctx.space, claim, base, ctx.samples, s_gp)
+        figures = figure_data(sur, ctx.space, claim, base, influence, derive_seed(s_gp, 1))
+    first = common.reading(gp, out["observed"], design, claim["relation"])
+    return common.result(claim, NAME, statement(claim), [first], read_where=out["read_where"],
+                         converged_share=out["converged_share"], figures=figures)
 relevance = common.group_relevance
 table_cells = common.estimate_cells
 
@@ -207,13 +209,13 @@ grid_statistic = common.mean_grid_statistic(grid_local_effects)
 
 
 # --- its figures (drawn by :mod:`multiverse.plots`' helpers) ----------------------
-def figure(c, space, df, path: str) -> None:
+def figure(c: ClaimResult, space, df, path: str) -> None:
     """Each group's partial dependence along each numeric choice, with the universes."""
     from multiverse import plots as P  # matplotlib and seaborn: claim types load when the Snakefile is parsed
 
     P.themed("whitegrid")
-    claim = c["claim"]
-    pd_ = c["figures"]["partial_dependence"]
+    claim = c.claim
+    pd_ = c.figures["partial_dependence"]
     fig, axes = P.plt.subplots(1, max(1, len(pd_)), figsize=(4.2 * max(1, len(pd_)), 3.6), squeeze=False)
     for ax, (name, data) in zip(axes[0], pd_.items()):
         for k, (group, levels) in enumerate(P.groups(claim)):
@@ -230,7 +232,7 @@ def figure(c, space, df, path: str) -> None:
     P.save(fig, path)
 
 
-def where_figure(c, space, df, path: str) -> None:
+def where_figure(c: ClaimResult, space, df, path: str) -> None:
     """Where the comparison holds: a map of the local posterior probability that it holds
     (:func:`multiverse.plots.holds_map`)."""
     from multiverse import plots as P  # matplotlib and seaborn: claim types load when the Snakefile is parsed

@@ -26,7 +26,11 @@ tau is there to catch. Whether a metric varies along a dimension is read from th
 posterior (:func:`path_signal`), not from a fixed effect size: the fitted noise can be
 far too small (the GP then fits noise, and its mean path wiggles along a dimension that
 does nothing), while the posterior's own uncertainty about the path says how much of a
-wiggle is real.
+wiggle is real. In the report a dimension also counts as moving a metric where the Sobol
+table on the same page (each metric's own surrogate) gives it a total-order index of at
+least :data:`MIN_TOTAL_ORDER`, so the two never contradict each other: the two-outcome
+model works on normal scores and can see a path as flat that the metric's own surrogate
+does not (the default study's lr and gap did).
 """
 
 from __future__ import annotations
@@ -34,12 +38,14 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from multiverse.claims import common
+from multiverse.claims.contract import ClaimResult
 from multiverse.errors import ConfigError
 from multiverse.ids import derive_seed
 from multiverse.lazy import np
 
 NAME = "correlation"
 STATISTIC = "Kendall tau"
+DESIGN_READS_ONE_RUN = True
 #: Fewest matched groups (universes differing in one dimension only) for an observed
 #: granulated tau; with fewer, a single pair's tau of +-1 would stand for the whole claim.
 MIN_MATCHED_GROUPS = 5
@@ -49,6 +55,11 @@ MIN_MATCHED_GROUPS = 5
 #: posterior gives about 1 (the values measured on the tests' multiverses are in the
 #: docs/benchmarks.md, "Measured choices").
 MIN_SIGNAL = 2.0
+#: A metric also varies along a dimension when that dimension's total-order Sobol index
+#: of the metric (the report's table, :func:`multiverse.sensitivity.sobol_indices`, from
+#: the metric's own surrogate) is at least this share of its variance, so that no
+#: dimension the Sobol table credits is called flat.
+MIN_TOTAL_ORDER = 0.05
 
 
 def metrics(claim: Mapping[str, Any]) -> list[str]:
@@ -119,7 +130,8 @@ def path_signal(paths):
 
 
 def gp_answer(joint, space, claim: Mapping[str, Any], base: Sequence[Mapping[str, Any]],
-              n_samples: int, seed: int, n_granulated: int = 24) -> dict[str, Any]:
+              n_samples: int, seed: int, n_granulated: int = 24,
+              sobol: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Kendall tau between two outcomes across the multiverse, and granulated tau, from
     joint posterior samples of a two-outcome surrogate ``joint``.
 
@@ -127,8 +139,10 @@ def gp_answer(joint, space, claim: Mapping[str, Any], base: Sequence[Mapping[str
     the reference set's own sampling error. Granulated tau: for each dimension, the
     mean over ``n_granulated`` base points of the tau along that dimension alone, then
     the mean over dimensions (Jiang et al. 2020, Eq. 4), over the dimensions along which
-    at least one metric varies (:func:`path_signal` at least :data:`MIN_SIGNAL`; see the
-    module docstring). ``granulated_excluded`` names the dimensions left out and why,
+    at least one metric varies: its :func:`path_signal` is at least :data:`MIN_SIGNAL`
+    (see the module docstring), or, where ``sobol`` gives the report's Sobol indices
+    (``{metric: {dimension: {"total", ...}}}``), its total-order index is at least
+    :data:`MIN_TOTAL_ORDER`. ``granulated_excluded`` names the dimensions left out and why,
     ``granulated_signal`` gives each metric's :func:`path_signal` along each dimension,
     and each per-dimension answer lists the metrics that vary along it (``varies``).
     """
@@ -150,9 +164,14 @@ def gp_answer(joint, space, claim: Mapping[str, Any], base: Sequence[Mapping[str
         g = joint.sample(grid, n_samples, seed + 1 + j).reshape(n_samples, nb, ng, 2)
         s = path_signal(g)
         signal[d.name] = dict(zip(names, map(float, s)))
-        varies = [n for n, v in zip(names, s) if v >= MIN_SIGNAL]
+        total = {n: ((sobol or {}).get(n) or {}).get(d.name, {}).get("total", float("nan")) for n in names}
+        varies = [n for n, v in zip(names, s) if v >= MIN_SIGNAL or total[n] >= MIN_TOTAL_ORDER]
         if not varies:
-            excluded[d.name] = "neither metric varies along it"
+            why = f"path signal < {MIN_SIGNAL:g}"
+            if all(np.isfinite(t) for t in total.values()):
+                why = (f"total-order Sobol index < {MIN_TOTAL_ORDER:g} ("
+                       + ", ".join(f"{n} {t:.2f}" for n, t in total.items()) + f"), {why}")
+            excluded[d.name] = f"neither metric varies along it: {why}"
             continue
         t = stats.kendall_tau(g[..., 0], g[..., 1])  # samples x base
         bi = rng.integers(0, nb, (n_samples, nb))
@@ -270,29 +289,27 @@ def design_target(space, claim: Mapping[str, Any], n: int, seed: int, mean_at) -
     return [common.DesignTarget(claim["name"], m, base, integrated=True) for m in metrics(claim)]
 
 
-def analyse(claim: Mapping[str, Any], ctx, i: int, influence) -> dict[str, Any]:
+def analyse(claim: Mapping[str, Any], ctx, i: int, influence) -> ClaimResult:
     from multiverse.gp import MIN_FIT, RankWarp  # on use: claim types load when the Snakefile is parsed
     s_gp, s_obs = derive_seed(ctx.seed, 100 + i), derive_seed(ctx.seed, 200 + i)
     x, y = ctx.values(claim["x"]), ctx.values(claim["y"])
     obs = observed_answer(ctx.space, ctx.universes, x, y, claim, ctx.bootstrap, s_obs)
     base, share = ctx.converging(metrics(claim), ctx.space.sobol(ctx.reference, derive_seed(ctx.seed, 1)))
-    out: dict[str, Any] = {"observed": obs, "read_where": common.where_read(share), "converged_share": share,
-                           "design": design_answer(claim, ctx)}
+    design = design_answer(claim, ctx)
+    figures = diagnostics = joint = None
     finite = np.isfinite(x) & np.isfinite(y)
     if finite.sum() < MIN_FIT or len(base) < 4:
-        out["gp"] = common.no_surrogate(int(finite.sum()))
+        gp = common.no_surrogate(int(finite.sum()))
     else:
         joint = fit_joint(ctx.space, ctx.universes, x, y, s_gp, [RankWarp(x), RankWarp(y)], ctx.hyperparameter_starts)
-        out["gp"] = gp_answer(joint, ctx.space, claim, base, ctx.samples, s_gp)
+        gp = gp_answer(joint, ctx.space, claim, base, ctx.samples, s_gp, sobol=ctx.sensitivity)
         f = joint.sample(base, 64, derive_seed(s_gp, 99))
-        out["figures"] = {"x": np.median(f[..., 0], 0).tolist(), "y": np.median(f[..., 1], 0).tolist()}
+        figures = {"x": np.median(f[..., 0], 0).tolist(), "y": np.median(f[..., 1], 0).tolist()}
         # the verdict rests on this model, so its LOO flags a poor fit (not the single-output GPs')
-        out["diagnostics"] = joint.diagnostics(metrics(claim))
-        out["_joint"] = joint  # the fitted model; not written to claims.json
-    return {**out, **common.judge(out["gp"], obs, claim["relation"])}
-
-
-rows = common.marginal_rows
+        diagnostics = joint.diagnostics(metrics(claim))
+    return common.result(claim, NAME, statement(claim), [common.reading(gp, obs, design, claim["relation"])],
+                         read_where=common.where_read(share), converged_share=share, figures=figures,
+                         diagnostics=diagnostics, model=joint)
 
 
 def relevance(space, claim: Mapping[str, Any], universes: Sequence[Mapping[str, Any]]):
@@ -327,22 +344,22 @@ def grid_statistic(claim: Mapping[str, Any], space, axes: Mapping[str, Sequence[
 
 
 # --- its figures (drawn by :mod:`multiverse.plots`' helpers) ----------------------
-def figure(c, space, df, path: str) -> None:
+def figure(c: ClaimResult, space, df, path: str) -> None:
     """The observed universes' scatter of the two metrics beside the GP's (medians at the reference set)."""
     from multiverse import plots as P  # matplotlib and seaborn: claim types load when the Snakefile is parsed
 
     P.themed("whitegrid")
-    claim = c["claim"]
+    claim = c.claim
     x, y = claim["x"], claim["y"]
     fig, (a, b) = P.plt.subplots(1, 2, figsize=(10, 4))
     P.sns.scatterplot(data=df, x=x, y=y, hue=P.hue_dimension(space), hue_order=P.hue_levels(space), ax=a, s=30)
-    o = c["observed"]
+    o = c.observed
     a.set_title(f"observed universes: Kendall tau {o['effect']:+.2f} [{o['effect_lo']:+.2f}, {o['effect_hi']:+.2f}]"
                 if np.isfinite(o["effect"]) else "observed universes", fontsize=8)
     a.set_xlabel(P.label(x))
     a.set_ylabel(P.label(y))
-    b.scatter(c["figures"]["x"], c["figures"]["y"], s=10, alpha=0.6, color="C2", label="reference universes (GP medians)")
-    g = c["gp"]
+    b.scatter(c.figures["x"], c.figures["y"], s=10, alpha=0.6, color="C2", label="reference universes (GP medians)")
+    g = c.gp
     b.set_title(f"GP surrogate: tau {g['effect']:+.2f} [{g['effect_lo']:+.2f}, {g['effect_hi']:+.2f}]", fontsize=8)
     b.set_xlabel(f"{P.label(x)} (GP median)")
     b.set_ylabel(f"{P.label(y)} (GP median)")
@@ -352,18 +369,18 @@ def figure(c, space, df, path: str) -> None:
     P.save(fig, path)
 
 
-def where_figure(c, space, df, path: str) -> None:
+def where_figure(c: ClaimResult, space, df, path: str) -> None:
     """Kendall tau along each choice with the others fixed, the granulated mean and the overall tau."""
     from multiverse import plots as P  # matplotlib and seaborn: claim types load when the Snakefile is parsed
 
     P.themed("whitegrid")
-    per = c["gp"].get("granulated_per_dimension", {})
-    names = list(per) + (["granulated (mean)"] if "granulated" in c["gp"] else []) + ["overall tau"]
-    vals = list(per.values()) + ([c["gp"]["granulated"]] if "granulated" in c["gp"] else []) + [c["gp"]]
+    per = c.gp.get("granulated_per_dimension", {})
+    names = list(per) + (["granulated (mean)"] if "granulated" in c.gp else []) + ["overall tau"]
+    vals = list(per.values()) + ([c.gp["granulated"]] if "granulated" in c.gp else []) + [c.gp]
     fig, ax = P.plt.subplots(figsize=(1.1 * len(names) + 3, 3.6))
     P.errorbars(ax, np.arange(len(names)), [v["effect"] for v in vals], [v["effect_lo"] for v in vals],
                 [v["effect_hi"] for v in vals], color="C0", label="GP surrogate (95% CrI)")
-    o = c["observed"]
+    o = c.observed
     if np.isfinite(o["effect"]):
         P.errorbars(ax, [len(names) - 1 + 0.15], [o["effect"]], [o["effect_lo"]], [o["effect_hi"]], color="C1",
                     label="observed universes (95% bootstrap CI)")
@@ -372,6 +389,6 @@ def where_figure(c, space, df, path: str) -> None:
     ax.set_ylabel("Kendall tau")
     ax.set_ylim(-1.05, 1.05)
     ax.legend(fontsize=7)
-    ax.set_title(f"{c['statement']}: tau along each choice with the others fixed (Jiang et al. 2020)\n"
-                 f"verdict: {c['summary']}", fontsize=8, wrap=True)
+    ax.set_title(f"{c.statement}: tau along each choice with the others fixed (Jiang et al. 2020)\n"
+                 f"verdict: {c.summary}", fontsize=8, wrap=True)
     P.save(fig, path)

@@ -37,11 +37,13 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from multiverse.claims import common, comparison
+from multiverse.claims.contract import ClaimResult
 from multiverse.errors import ConfigError
 from multiverse.lazy import np
 
 NAME = "expected_best"
 STATISTIC = "expected-best difference a - b at the least favourable budget"
+DESIGN_READS_ONE_RUN = False
 
 
 #: One metric compared between two groups, as in a comparison.
@@ -301,25 +303,24 @@ def design_answer(claim: Mapping[str, Any], ctx, ks: Sequence[int], bounds: tupl
                                claim["relation"], common.margin(claim), budgets=list(ks))
 
 
-def analyse(claim: Mapping[str, Any], ctx, i: int, influence) -> dict[str, Any]:
+def analyse(claim: Mapping[str, Any], ctx, i: int, influence) -> ClaimResult:
     from functools import partial  # on use: claim types load when the Snakefile is parsed
 
     from multiverse.surrogate import per_universe  # on use: claim types load when the Snakefile is parsed
 
     bounds = ctx.declaration(claim["metric"])["range"]
     s_gp, y, sur, base, out = comparison.prepare(claim, ctx, i, partial(observed_answer, bounds=bounds))
-    out["design"] = design_answer(claim, ctx, out["observed"]["budgets"], bounds)
+    design = design_answer(claim, ctx, out["observed"]["budgets"], bounds)
     if sur is None or len(base) < 2:
-        out["gp"] = common.no_surrogate(int(np.isfinite(y).sum()))
+        gp = common.no_surrogate(int(np.isfinite(y).sum()))
     else:
         seeds = np.isfinite(per_universe(ctx.df, ctx.space, claim["metric"], ctx.declared)[1]).sum(1)
         per = float(np.mean(seeds[seeds > 0])) if (seeds > 0).any() else 1.0
-        out["gp"] = gp_answer(sur, ctx.space, claim, base, ctx.samples, s_gp, out["observed"]["budgets"],
-                              noise=1 / np.sqrt(per))
-    return {**out, **common.judge(out["gp"], out["observed"], claim["relation"])}
-
-
-rows = common.marginal_rows
+        gp = gp_answer(sur, ctx.space, claim, base, ctx.samples, s_gp, out["observed"]["budgets"],
+                       noise=1 / np.sqrt(per))
+    first = common.reading(gp, out["observed"], design, claim["relation"])
+    return common.result(claim, NAME, statement(claim), [first], read_where=out["read_where"],
+                         converged_share=out["converged_share"])
 relevance = common.group_relevance
 table_cells = common.estimate_cells
 
@@ -339,17 +340,17 @@ def grid_statistic(claim: Mapping[str, Any], space, axes: Mapping[str, Sequence[
 
 
 # --- its figures (drawn by :mod:`multiverse.plots`' helpers) ----------------------
-def figure(c, space, df, path: str) -> None:
+def figure(c: ClaimResult, space, df, path: str) -> None:
     """Each group's expected best against the budget: GP band and observed MeanMax."""
     from multiverse import plots as P  # matplotlib and seaborn: claim types load when the Snakefile is parsed
 
     P.themed("whitegrid")
-    claim = c["claim"]
+    claim = c.claim
     fig, ax = P.plt.subplots(figsize=(7, 4))
-    ks = c["observed"]["budgets"]
+    ks = c.observed["budgets"]
     for k, (name, _) in enumerate(P.groups(claim)):
         key = "curve_a" if k == 0 else "curve_b"
-        g, o = c["gp"][key], c["observed"][key]
+        g, o = c.gp[key], c.observed[key]
         P.band(ax, ks, g, f"C{k}", f"{name}: GP")
         P.errorbars(ax, np.asarray(ks) + 0.1 * (k - 0.5), o["point"], o["lo"], o["hi"], color=f"C{k}", ms=3,
                     label=f"{name}: observed, MeanMax (95% bootstrap)")
@@ -362,12 +363,12 @@ def figure(c, space, df, path: str) -> None:
     P.save(fig, path)
 
 
-def where_figure(c, space, df, path: str) -> None:
+def where_figure(c: ClaimResult, space, df, path: str) -> None:
     """The expected-best difference a - b against the budget, GP and observed."""
     from multiverse import plots as P  # matplotlib and seaborn: claim types load when the Snakefile is parsed
 
     P.themed("whitegrid")
-    ks = np.asarray(c["observed"]["budgets"])
+    ks = np.asarray(c.observed["budgets"])
     fig, ax = P.plt.subplots(figsize=(7, 3.6))
     for k, key in enumerate(("gp", "observed")):
         a, b = c[key]["curve_a"], c[key]["curve_b"]
@@ -376,9 +377,9 @@ def where_figure(c, space, df, path: str) -> None:
                 label=f"{'GP' if key == 'gp' else 'observed'}: mean difference (worst budget "
                       f"{c[key]['effect']:+.3f} [{c[key]['effect_lo']:+.3f}, {c[key]['effect_hi']:+.3f}])")
     ax.axhline(0, color="k", lw=0.8)
-    ax.axvline(c["claim"].get("min_budget", 1), color="k", ls=":", lw=0.8)
+    ax.axvline(c.claim.get("min_budget", 1), color="k", ls=":", lw=0.8)
     ax.set_xlabel("budget: universes tried")
     ax.set_ylabel("expected best: a - b")
     ax.legend(fontsize=7)
-    ax.set_title(f"{c['statement']}: where it holds along the budget\nverdict: {c['summary']}", fontsize=8, wrap=True)
+    ax.set_title(f"{c.statement}: where it holds along the budget\nverdict: {c.summary}", fontsize=8, wrap=True)
     P.save(fig, path)

@@ -14,12 +14,14 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from multiverse.claims import common
+from multiverse.claims.contract import ClaimResult
 from multiverse.errors import ConfigError
 from multiverse.ids import derive_seed
 from multiverse.lazy import np
 
 NAME = "trend"
 STATISTIC = "slope: change across the dimension's range"
+DESIGN_READS_ONE_RUN = False
 #: Positions (in the unit range) of a numeric ``given`` dimension at which a trend is
 #: also measured, and the observed universes' bins around them (thirds of the range).
 GIVEN_POSITIONS = (1 / 6, 1 / 2, 5 / 6)
@@ -281,7 +283,7 @@ def reference(ctx, claim: Mapping[str, Any]) -> tuple[list[dict], float]:
                           [{claim["dimension"]: v} for v in trend_grid(ctx.space, claim)])
 
 
-def analyse(claim: Mapping[str, Any], ctx, i: int, influence) -> dict[str, Any]:
+def analyse(claim: Mapping[str, Any], ctx, i: int, influence) -> ClaimResult:
     s_gp, s_obs = derive_seed(ctx.seed, 100 + i), derive_seed(ctx.seed, 200 + i)
     metric, space = claim["metric"], ctx.space
     y = ctx.values(metric)
@@ -292,24 +294,16 @@ def analyse(claim: Mapping[str, Any], ctx, i: int, influence) -> dict[str, Any]:
         gps, family = [common.no_surrogate(int(np.isfinite(y).sum())) for _ in conds], {"conditions": 0, "p_all": float("nan")}
     else:
         gps, family = gp_family(sur, space, claim, base, conds, ctx.samples, s_gp)
-    rows_ = []
+    readings = []
     for j, (cond, g) in enumerate(zip(conds, gps)):
         o = observed_answer(space, ctx.universes, y, claim, ctx.bootstrap, derive_seed(s_obs, j), cond)
         d = design_answer(space, claim, ctx, cond)
-        rows_.append({"label": cond["label"], "gp": g, "observed": o, "design": d,
-                      **common.judge(g, o, common.relation(claim))})
-    out = {"gp": rows_[0]["gp"], "observed": rows_[0]["observed"], "design": rows_[0]["design"], "conditions": rows_,
-           "family": family,
-           "read_where": common.where_read(share), "converged_share": share,
-           "agree": rows_[0]["agree"], "summary": rows_[0]["summary"]}
+        readings.append(common.reading(g, o, d, common.relation(claim), cond["label"]))
+    figures = None
     if sur is not None:
-        out["figures"] = {"where": holds_map(sur, space, claim, base, influence, derive_seed(s_gp, 99))}
-    return out
-
-
-def rows(result: Mapping[str, Any]) -> list[dict[str, Any]]:
-    return [{"label": c["label"], "gp": c["gp"], "observed": c["observed"], "design": c.get("design"),
-             "summary": c["summary"]} for c in result["conditions"]]
+        figures = {"where": holds_map(sur, space, claim, base, influence, derive_seed(s_gp, 99))}
+    return common.result(claim, NAME, statement(claim), readings, family=family, read_where=common.where_read(share),
+                         converged_share=share, figures=figures)
 
 
 def relevance(space, claim: Mapping[str, Any], universes: Sequence[Mapping[str, Any]]):
@@ -338,14 +332,14 @@ grid_statistic = common.mean_grid_statistic(grid_local_effects)
 
 
 # --- its figures (drawn by :mod:`multiverse.plots`' helpers) ----------------------
-def figure(c, space, df, path: str) -> None:
+def figure(c: ClaimResult, space, df, path: str) -> None:
     """The trend's partial dependence at each of its conditions."""
     from multiverse import plots as P  # matplotlib and seaborn: claim types load when the Snakefile is parsed
 
     P.themed("whitegrid")
-    claim = c["claim"]
+    claim = c.claim
     d = space[claim["dimension"]]
-    conds = c["conditions"]
+    conds = c.readings
     # at most 3 panels a row, so that each stays legible at the page's width
     ncols = min(3, len(conds))
     nrows = -(-len(conds) // ncols)
@@ -353,24 +347,24 @@ def figure(c, space, df, path: str) -> None:
     for ax in axes.flat[len(conds):]:
         ax.set_visible(False)
     for ax, cond in zip(axes.flat, conds):
-        g = cond["gp"]
+        g = cond.gp
         if "curve" in g:
             P.band(ax, g["curve"]["values"], g["curve"], "C0", "GP partial dependence")
-        if cond["label"] == "marginal":
+        if cond.label == "marginal":
             ax.scatter(df[d.name], df[claim["metric"]], s=12, color="C1", edgecolor="k", lw=0.3, label="universes")
         P.log_axis(ax, d)
         P.value_axis(ax, df[claim["metric"]])
         ax.set_xlabel(P.label(d.name))
         ax.set_ylabel(P.label(claim["metric"]))
         est = f"slope {g['effect']:+.3g} [{g['effect_lo']:+.3g}, {g['effect_hi']:+.3g}]" if np.isfinite(g["effect"]) else "n/a"
-        ax.set_title(f"{cond['label']}\n{est}, P(holds) {g['p_holds']:.2f}", fontsize=11)
+        ax.set_title(f"{cond.label}\n{est}, P(holds) {g['p_holds']:.2f}", fontsize=11)
     axes[0, 0].legend(fontsize=9)
     P.title(fig, c, f"partial dependence of {P.label(claim['metric'])} on {P.label(d.name)}")
     fig.tight_layout()
     P.save(fig, path)
 
 
-def where_figure(c, space, df, path: str) -> None:
+def where_figure(c: ClaimResult, space, df, path: str) -> None:
     """Where the trend holds: a map of the local posterior probability that it holds
     (:func:`multiverse.plots.holds_map`)."""
     from multiverse import plots as P  # matplotlib and seaborn: claim types load when the Snakefile is parsed
