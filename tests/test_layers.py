@@ -1,12 +1,16 @@
 """The library's layers point one way: every module imports alone, the package's import
-graph (every import, at module level or inside a function) has no cycle, and every
-registered claim type and design strategy keeps its contract."""
+graph (every import, at module level or inside a function) has no cycle, an import inside
+a function says why it is there, and every registered claim type and design strategy
+keeps its contract."""
 
 from __future__ import annotations
 
 import ast
+import io
+import re
 import subprocess
 import sys
+import tokenize
 from pathlib import Path
 
 import pytest
@@ -76,6 +80,72 @@ def test_the_import_graph_has_no_cycle():
 def test_find_cycle_reports_one():
     assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert find_cycle({"a": {"b"}, "b": set()}) is None
+
+
+#: Lint pragmas, which say nothing of why: ``noqa`` (with its codes) and ``type: ignore``.
+PRAGMA = re.compile(r"noqa(:\s*[A-Z]+[0-9]+(\s*,\s*[A-Z]+[0-9]+)*)?|type:\s*ignore(\[[^\]]*\])?")
+
+
+def says_why(comment: str) -> bool:
+    """A comment that is more than lint pragmas."""
+    return re.search(r"[A-Za-z]", PRAGMA.sub("", comment.lstrip("#"))) is not None
+
+
+def unexplained_imports(source: str) -> list[int]:
+    """Lines of the imports inside a function of ``source`` that carry no comment saying
+    why, neither on their own lines nor on the comment lines directly above them. An import
+    belongs at module level unless it is deferred on purpose (a heavy library in a module
+    that the Snakefile imports when it is parsed, torch after the thread settings, ...)."""
+    lines = source.splitlines()
+    comments = {tok.start[0]: tok.string for tok in tokenize.generate_tokens(io.StringIO(source).readline)
+                if tok.type == tokenize.COMMENT}
+    out = set()
+    for fn in ast.walk(ast.parse(source)):
+        if not isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for node in ast.walk(fn):
+            if not isinstance(node, (ast.Import, ast.ImportFrom)):
+                continue
+            why = any(says_why(comments[n]) for n in range(node.lineno, node.end_lineno + 1) if n in comments)
+            n = node.lineno - 1  # the line above, 1-based
+            while not why and n >= 1 and lines[n - 1].lstrip().startswith("#"):
+                why = says_why(lines[n - 1].strip())
+                n -= 1
+            if not why:
+                out.add(node.lineno)
+    return sorted(out)
+
+
+def test_unexplained_imports_finds_them():
+    source = (
+        "import os\n"
+        "def f():\n"
+        "    import a\n"
+        "    import b  # noqa: F401\n"
+        "    # deferred: c is heavy\n"
+        "    import c\n"
+        "    import d  # deferred: d is heavy\n"
+        "    # deferred: e and f are heavy\n"
+        "    # (a second line)\n"
+        "    from e import (\n"
+        "        f,\n"
+        "    )\n"
+        "\n"
+        "    import g\n"
+        "    def h():\n"
+        "        import i  # noqa: F401  (re-exported)\n"
+        "        x = '# not a comment'; import j\n"
+    )
+    assert unexplained_imports(source) == [3, 4, 14, 17]
+
+
+@pytest.mark.parametrize("name", sorted(MODULES))
+def test_function_level_imports_say_why(name):
+    """An import inside a function is deliberate and its comment says why; any other
+    belongs with the module's imports at the top."""
+    missing = unexplained_imports(MODULES[name].read_text())
+    assert not missing, f"{MODULES[name].relative_to(ROOT)}: an import inside a function without a comment " \
+                        f"saying why (or move it to the top) at line(s) {missing}"
 
 
 @pytest.mark.parametrize("name", sorted(MODULES))

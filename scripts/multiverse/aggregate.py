@@ -7,7 +7,8 @@ from typing import Any, Mapping, Sequence
 import pandas as pd
 
 from multiverse import METRICS, OPTIONAL_METRICS
-from multiverse.runtime import atomic_write
+from multiverse.failures import CAUSES
+from multiverse.runtime import atomic_write, read_json, read_record, versions
 
 #: Record fields that describe how a universe's training went (``failure``: a failed
 #: one's cause, :data:`multiverse.failures.CAUSES`).
@@ -66,8 +67,6 @@ def aggregate(
     config_hash: str, parquet_path: str, csv_path: str, metrics: Sequence[str] | None = None,
 ) -> pd.DataFrame:
     """Build and write the multiverse table from the metrics records and design states."""
-    from multiverse.runtime import read_json, read_record, versions
-
     designs = {d["round"]: d for d in map(read_json, design_paths)}
     records = []
     for path in metrics_paths:
@@ -90,8 +89,6 @@ def failures_by_cause(df: pd.DataFrame) -> dict[str, int]:
     """Failed training runs (rows of the table) by cause, every cause of
     :data:`multiverse.failures.CAUSES` in its order, zeros included. A table written
     before the ``failure`` column reads a failed run's cause from its error."""
-    from multiverse.failures import CAUSES
-
     failed = df[df["status"] == "failed"]
     if "failure" in failed:
         causes = failed["failure"].fillna("raised").astype(str)

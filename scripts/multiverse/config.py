@@ -13,14 +13,16 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import itertools
 import json
 import math
+import os
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import yaml
 
-from multiverse import METRICS, OPTIONAL_METRICS
+from multiverse import METRICS, OPTIONAL_METRICS, declaration
 from multiverse.errors import ConfigError  # noqa: F401  (re-exported: the rules import it from here)
 
 #: Settings of the built-in trainer's metrics (config key ``metrics``).
@@ -481,8 +483,6 @@ def check_sizes(config: Mapping[str, Any], memory: int | None = None) -> None:
 
 def physical_memory() -> int:
     """Bytes of memory of this machine (64 GiB where the OS does not say)."""
-    import os  # on use: the Snakefile imports config when it is parsed
-
     try:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):
@@ -494,8 +494,6 @@ def study_metrics(config: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     ``converged_only`` (:func:`multiverse.declaration`). The built-in trainer's are
     :data:`multiverse.METRICS` plus those of :data:`multiverse.OPTIONAL_METRICS` whose
     config key is set; a user's training declares its own under ``metrics``."""
-    from multiverse import declaration  # on use: the Snakefile imports config when it is parsed
-
     if trainer(config) != "builtin":
         return {name: declaration(name, config["metrics"]) for name in config.get("metrics") or {}}
     optional = [m for m, key in OPTIONAL_METRICS.items()
@@ -562,8 +560,6 @@ def grid_size(space: Mapping[str, Mapping[str, Any]], levels: int) -> float:
 def _count(space: Mapping[str, Mapping[str, Any]], values) -> float:
     """Distinct universes when numeric dimension ``spec`` takes ``values(spec)`` values:
     summed over the level combinations, since an inactive dimension takes none."""
-    import itertools  # on use: the Snakefile imports config when it is parsed
-
     cats = [n for n, s in space.items() if s["type"] == "categorical"]
     total = 0.0
     for combo in itertools.product(*(space[n]["choices"] for n in cats)):

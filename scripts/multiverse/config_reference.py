@@ -9,7 +9,12 @@ Regenerate it with::
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any, Iterator, Mapping
+
+import yaml
+
+from multiverse.config import SCHEMA
 
 HEADER = """# Config reference
 
@@ -77,12 +82,6 @@ def markdown(schema: Mapping[str, Any]) -> str:
 
 
 def main() -> None:
-    import sys
-
-    import yaml
-
-    from multiverse.config import SCHEMA
-
     sys.stdout.write(markdown(yaml.safe_load(SCHEMA.read_text())))
 
 

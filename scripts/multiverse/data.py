@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gzip
+import pickle
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -43,6 +45,7 @@ def raw_dataset(name: str, path: str | Path | None = None) -> tuple[np.ndarray, 
     """The dataset as stored (pixels: uint8; digits: 0-16) and its integer labels;
     :func:`unit_scale` maps it to [0, 1]."""
     if name == "digits":
+        # deferred: scikit-learn takes ~1 s to import; train and metrics jobs import data for read_data only
         from sklearn.datasets import load_digits
 
         X, y = load_digits(return_X_y=True)
@@ -80,8 +83,6 @@ def _find(folder: Path, stem: str) -> Path:
 
 def read_idx(path: str | Path) -> np.ndarray:
     """An unsigned-byte IDX array (the MNIST file format), gzipped or not."""
-    import gzip
-
     opener = gzip.open if str(path).endswith(".gz") else open
     with opener(path, "rb") as fh:
         raw = fh.read()
@@ -94,8 +95,6 @@ def read_idx(path: str | Path) -> np.ndarray:
 
 def write_idx(path: str | Path, array: np.ndarray) -> None:
     """Write an unsigned-byte IDX file (gzipped when ``path`` ends in .gz)."""
-    import gzip
-
     a = np.ascontiguousarray(array, dtype=np.uint8)
     header = bytes([0, 0, 0x08, a.ndim]) + b"".join(int(n).to_bytes(4, "big") for n in a.shape)
     opener = gzip.open if str(path).endswith(".gz") else open
@@ -105,8 +104,6 @@ def write_idx(path: str | Path, array: np.ndarray) -> None:
 
 def read_cifar(path: str | Path) -> dict:
     """One pickled batch of the python version of CIFAR-10/100."""
-    import pickle
-
     with open(path, "rb") as fh:
         batch = pickle.load(fh, encoding="bytes")
     if not isinstance(batch, dict) or b"data" not in batch:
@@ -116,8 +113,6 @@ def read_cifar(path: str | Path) -> dict:
 
 def write_cifar(path: str | Path, data: np.ndarray, labels: Sequence[int], label_key: bytes = b"labels") -> None:
     """Write a CIFAR python batch (used by the tests to make small files in that format)."""
-    import pickle
-
     with open(path, "wb") as fh:
         pickle.dump({b"data": np.ascontiguousarray(data, dtype=np.uint8), label_key: list(map(int, labels))}, fh)
 
@@ -125,6 +120,7 @@ def write_cifar(path: str | Path, data: np.ndarray, labels: Sequence[int], label
 def ood_split(X: np.ndarray, shape: Sequence[int], transform: str, amount: float, seed: int) -> np.ndarray:
     """The out-of-distribution copy of ``X`` (flat images of ``shape``): see
     :data:`OOD_TRANSFORMS`. Deterministic: the noise is drawn from ``seed``."""
+    # deferred: only the OOD copy needs scipy; train and metrics jobs import data for read_data only
     from scipy import ndimage
 
     images = np.asarray(X, dtype=np.float64).reshape(-1, *shape)  # (n, channels, height, width)
@@ -141,6 +137,7 @@ def ood_split(X: np.ndarray, shape: Sequence[int], transform: str, amount: float
 
 def split_dataset(X: np.ndarray, y: np.ndarray, split: Mapping[str, float], seed: int) -> dict[str, np.ndarray]:
     """Stratified train/validation/test split; returns ``X_train, y_train, X_val, ...``."""
+    # deferred: scikit-learn takes ~1 s to import; train and metrics jobs import data for read_data only
     from sklearn.model_selection import train_test_split
 
     X_train, X_rest, y_train, y_rest = train_test_split(

@@ -48,6 +48,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from multiverse import stats
+from multiverse.ids import derive_seed
 
 #: Folds of round 0's cross-fitting (each fold's residuals use a surrogate fitted on the others).
 FOLDS = 4
@@ -263,7 +264,7 @@ def estimate(phi: Callable[[np.ndarray], Any], m: Means) -> tuple[np.ndarray, np
 def confidence_draws(point: float, se: float, df: int, n: int = QUANTILES) -> np.ndarray:
     """Evenly spaced quantiles of the confidence distribution ``point + se * t_df``: what
     :func:`multiverse.stats.summarise` reads an interval, P(holds) and a verdict from."""
-    from scipy.stats import t
+    from scipy.stats import t  # deferred: scipy.stats takes ~0.6 s to import; the rest of this module is numpy
 
     u = (np.arange(n) + 0.5) / n
     return point + se * t.ppf(u, max(df, 1))
@@ -367,8 +368,6 @@ class Drawn:
 
     def __init__(self, df, space, universes: Sequence[Mapping[str, Any]], values: Callable[[str], np.ndarray],
                  seed: int, declared=None, folds: int = FOLDS):
-        from multiverse.ids import derive_seed
-
         first = df.drop_duplicates("universe", keep="first")
         w, draws = design_weights(first)
         rounds = first["round"].to_numpy(dtype=int) if "round" in first else np.zeros(len(first), dtype=int)
@@ -422,8 +421,8 @@ class Drawn:
         slot's training set; where too few finite values leave no GP, their mean."""
         if metric in self._cache:
             return self._cache[metric]
-        from multiverse.ids import derive_seed
-        from multiverse.surrogate import fit_values, per_universe, warp_for  # noqa: F401
+        # deferred: surrogate loads torch and BoTorch (multiverse.gp); only the predictors need them
+        from multiverse.surrogate import fit_values, warp_for
 
         y = np.asarray(self.values(metric), dtype=float)
         warp = warp_for(metric, self.declared)

@@ -35,6 +35,7 @@ import inspect
 import json
 import logging
 import math
+import pickle
 import shlex
 import subprocess
 import sys
@@ -44,8 +45,8 @@ from string import Formatter
 from typing import Any, Callable, Mapping, Sequence
 
 from multiverse.errors import Preempted, UniverseDied, UniverseError  # noqa: F401  (UniverseError re-exported)
-from multiverse.failures import exit_words, stop_requested, with_output
-from multiverse.runtime import resolve_device
+from multiverse.failures import ATTEMPTS, TAIL_LINES, Attempts, die_with_parent, exit_words, stop_requested, with_output
+from multiverse.runtime import DeviceUnavailable, atomic_write, resolve_device, universe_fields, versions, write_json
 
 
 def load(spec: str, pythonpath: Sequence[str] = (), base: str | Path = ".") -> Callable:
@@ -231,8 +232,6 @@ def run_command(args: Sequence[str], out: Path, universe_id: str, log: logging.L
     lines); a missing or unreadable file :class:`UniverseError`. The command dies with
     the worker that runs it (Linux) and shares its process group, so that a time limit
     stops it and what it started (:func:`multiverse.failures.guard`)."""
-    from multiverse.failures import TAIL_LINES, die_with_parent
-
     if out.exists():
         out.unlink()  # a file left by an earlier attempt must not count as this one's
     log.info("%s $ %s", universe_id, shlex.join(args))
@@ -295,11 +294,10 @@ def read_prepared(path: str | None) -> Any:
     if path is None:
         return None
     if path.endswith(".npz"):
+        # deferred: data loads numpy, and config imports this module when the Snakefile is parsed
         from multiverse.data import read_data
 
         return read_data(path)
-    import pickle
-
     with open(path, "rb") as fh:
         return pickle.load(fh)
 
@@ -307,10 +305,6 @@ def read_prepared(path: str | None) -> Any:
 def prepare_user_data(spec: str, pythonpath: Sequence[str], seed: int, path: str | None, out: str) -> Any:
     """Rule ``prepare_data`` with ``data.entrypoint``: call it once (with ``seed`` and
     ``path``, the config's ``data.path``, where it takes them) and pickle what it returns."""
-    import pickle
-
-    from multiverse.runtime import atomic_write
-
     data = call(load(spec, pythonpath), {"seed": seed, "path": path})
 
     def write(tmp: str) -> None:
@@ -359,9 +353,6 @@ def train_user_shard(universes: Sequence[Mapping[str, Any]], training: Mapping[s
     under the same identity, training and metrics is not trained again (logged as
     ``kept``). Resuming inside a universe is the user's code's own (from its ``run_dir``).
     """
-    from multiverse.failures import ATTEMPTS, Attempts
-    from multiverse.runtime import DeviceUnavailable, universe_fields, versions, write_json
-
     resolve_device(training.get("device", "cpu"), log)  # no GPU where one is asked for: stop before any universe
 
     universes = sorted(universes, key=lambda u: u["slot"])

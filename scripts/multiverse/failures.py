@@ -28,6 +28,9 @@ retries or SLURM's requeue run it again, resuming from there (:class:`Preempted`
 
 from __future__ import annotations
 
+import ctypes
+import faulthandler
+import gc
 import json
 import logging
 import os
@@ -99,8 +102,6 @@ def failed_record(error: BaseException | str, cause: str | None = None) -> dict[
 def free_memory() -> None:
     """Give back what a failed universe held: its tensors (collected once its error is
     gone) and CUDA's cached blocks, so that the next universe has the whole GPU."""
-    import gc
-
     gc.collect()
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
@@ -257,8 +258,6 @@ def _set_parent_death_signal() -> None:
     """Linux: the kernel kills this process when its parent dies (a train job killed
     with SIGKILL takes its worker and command with it)."""
     if sys.platform.startswith("linux"):
-        import ctypes
-
         try:
             ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
         except (OSError, AttributeError):
@@ -293,8 +292,6 @@ def _worker(work: Callable[[], None], control: int, output: int, parent: int) ->
             Path("/proc/self/oom_score_adj").write_text("1000")
         except OSError:
             pass
-        import faulthandler
-
         # a segfault's Python stack goes to the job's log, not to the last lines of output
         # that the universe's error keeps (those are the user's own)
         faulthandler.enable(file=job_stderr)

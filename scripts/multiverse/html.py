@@ -13,7 +13,9 @@ from typing import Any, Mapping
 
 import pandas as pd
 
+from multiverse.aggregate import status_table
 from multiverse.config import report_metrics
+from multiverse.runtime import atomic_write
 
 CSS = """
 body { font-family: system-ui, sans-serif; max-width: 1200px; margin: 2em auto; padding: 0 1em; color: #222; }
@@ -92,8 +94,6 @@ def statuses(counts) -> str:
 def status_table_html(df: pd.DataFrame) -> str:
     """The training runs by outcome, failed ones by cause (raised, died, timed out, out of
     memory, invalid metrics: :func:`multiverse.aggregate.status_table`)."""
-    from multiverse.aggregate import status_table
-
     return "<p><b>Training runs by outcome</b> (a failed one by its cause):</p>" + _table(status_table(df))
 
 
@@ -110,8 +110,6 @@ def _table(df: pd.DataFrame) -> str:
 def write_report(path: str, config: Mapping[str, Any], df: pd.DataFrame, result: Mapping[str, Any],
                  tables: Mapping[str, pd.DataFrame], out: Mapping[str, Any]) -> None:
     """Write the page atomically (a failure leaves any earlier page in place)."""
-    from multiverse.runtime import atomic_write
-
     study = config.get("study", "multiverse")
     metrics = report_metrics(config)
     n_u, n_runs = df["universe"].nunique(), len(df)

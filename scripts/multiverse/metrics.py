@@ -15,7 +15,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from multiverse.runtime import universe_fields
+from multiverse.data import read_data
+from multiverse.runtime import read_record, universe_fields, write_json
 
 # torch is imported where a built-in model is evaluated: a user's training's metrics
 # (:func:`recorded_metrics_shard`) need none.
@@ -42,8 +43,9 @@ def universe_metrics(
     chance: its accuracies are recorded as ``1 / n_classes`` and its losses (and its
     sharpness) as NaN. A failed universe (no trained model) gets NaN everywhere.
     """
-    import torch
+    import torch  # deferred: only a built-in model's metrics need torch (the note above)
 
+    # deferred: train loads torch
     from multiverse.train import as_tensors, evaluate, make_model, network, resolve_device
 
     splits = ("train", "val", "test") + (("ood",) if "X_ood" in data else ())
@@ -66,7 +68,7 @@ def universe_metrics(
         out[f"{split}_acc"], out[f"{split}_loss"] = acc, loss
     out["gap"] = out["train_acc"] - out["test_acc"]
     if sharpness is not None:
-        from multiverse.sharpness import sharpness_metric
+        from multiverse.sharpness import sharpness_metric  # deferred: sharpness loads torch
 
         out["sharpness"] = math.nan if math.isnan(out["train_loss"]) else sharpness_metric(model, t, sharpness)
     return out
@@ -86,11 +88,9 @@ def metrics_shard(
     (``sharpness``: the ``metrics.sharpness`` settings, or None for no sharpness) on
     ``device`` (``training.device``; ``cuda`` without a GPU raises
     :class:`multiverse.runtime.DeviceUnavailable` before any universe is measured)."""
-    import torch
+    import torch  # deferred: only a built-in model's metrics need torch (the note above)
 
-    from multiverse.data import read_data
-    from multiverse.runtime import read_record, write_json
-    from multiverse.train import resolve_device
+    from multiverse.train import resolve_device  # deferred: train loads torch
 
     device = str(resolve_device(device, log))
     if device == "cuda":
@@ -119,8 +119,6 @@ def recorded_metrics_shard(record_paths: Sequence[str], out_paths: Sequence[str]
     """Rule ``metrics`` for a user's training: its metrics were checked against their
     declarations when the universe trained (:mod:`multiverse.entrypoint`); written as the
     built-in trainer's are."""
-    from multiverse.runtime import read_record, write_json
-
     for record_path, out in zip(record_paths, out_paths):
         record = read_record(record_path, (*TRAIN_FIELDS, "metrics"))
         write_json(out, metrics_record(record, record["metrics"]))

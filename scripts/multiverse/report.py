@@ -13,15 +13,19 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
+from scipy.stats import norm
 
 from multiverse import claims as C
+from multiverse import html
 from multiverse.claims import common
 from multiverse.claims.contract import ClaimResult
 from multiverse.config import report_metrics
-from multiverse.gp import influence, loo_diagnostics
+from multiverse.gp import MIN_FIT, dimension_grid, features, influence, loo_diagnostics, posterior_mean_std
 from multiverse.ids import derive_seed
+from multiverse.runtime import atomic_write, write_json
+from multiverse.sensitivity import sobol_indices
 from multiverse.space import SearchSpace
-from multiverse.surrogate import fit_divergence, fit_surrogates, per_universe
+from multiverse.surrogate import fit_divergence, fit_surrogates, per_universe, universes_of
 
 
 def divergence_summary(divergence, space: SearchSpace, reference: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
@@ -90,8 +94,6 @@ def analyse(df: pd.DataFrame, config: Mapping[str, Any], sensitivity: bool = Tru
     its summary. ``sensitivity=False`` leaves the Sobol indices out (None), as the
     calibration benchmark does.
     """
-    from multiverse.sensitivity import sobol_indices
-
     ctx = context(df, config)
     space, sur, rep, seed = ctx.space, ctx.surrogates, config["report"], ctx.seed
     base_all = ctx.reference_set()
@@ -246,9 +248,9 @@ def build_report(table_path: str, config: Mapping[str, Any], out: Mapping[str, A
     ``{metric: path}``) and per claim (``claim_figures``, ``where_figures``:
     ``{claim name: path}``).
     """
-    from multiverse import html, plots
-    from multiverse.gp import MIN_FIT
-    from multiverse.runtime import atomic_write, write_json
+    # deferred: plots loads matplotlib and seaborn; only this function draws, and the calibration
+    # benchmark runs analyse() hundreds of times without them
+    from multiverse import plots
 
     df = pd.read_parquet(table_path)
     result = analyse(df, config)
@@ -309,8 +311,6 @@ def posterior_map_data(sur, space: SearchSpace, dims: Sequence[str], base: Seque
                        n: int = 25) -> dict[str, Any]:
     """The posterior median and 95% band width of a metric over two dimensions, averaged
     over ``base`` for the others."""
-    from multiverse.gp import dimension_grid
-
     gx, gy = dimension_grid(space, dims[0], n), dimension_grid(space, dims[1], n)
     grid = [{**u, dims[0]: x, dims[1]: y} for y in gy for x in gx for u in base]
     shape = (len(gy), len(gx), len(base))
@@ -322,11 +322,6 @@ def posterior_map_data(sur, space: SearchSpace, dims: Sequence[str], base: Seque
 def specification_data(sur, space: SearchSpace, df: pd.DataFrame, metric: str) -> dict[str, Any]:
     """Universes ranked by the metric, with the GP's 95% predictive interval at each
     (one seed's noise added on the GP's scale)."""
-    from scipy.stats import norm
-
-    from multiverse.gp import features, posterior_mean_std
-    from multiverse.surrogate import universes_of
-
     d = df[np.isfinite(df[metric].to_numpy(dtype=float))].sort_values(metric).reset_index(drop=True)
     m, s = posterior_mean_std(sur.model, features(space, universes_of(d, space), sur.model))
     sd = np.sqrt(s**2 + sur.latent_noise_sd**2)

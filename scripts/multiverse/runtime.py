@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import platform
+import socket
 import sys
 import tempfile
 from importlib import metadata
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
@@ -24,7 +27,7 @@ def set_threads(n: int) -> None:
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ[var] = str(n)
     if "torch" in sys.modules or _importable("torch"):
-        import torch
+        import torch  # deferred: torch must load after the thread variables above (runtime loads before them)
 
         torch.set_num_threads(n)
         try:
@@ -34,8 +37,6 @@ def set_threads(n: int) -> None:
 
 
 def _importable(name: str) -> bool:
-    from importlib.util import find_spec
-
     return find_spec(name) is not None
 
 
@@ -75,10 +76,8 @@ def resolve_device(device: str, log: "logging.Logger | None" = None) -> str:
     what ``torch.cuda.is_available()`` said, before any universe trains. Without torch
     in the job's env (a user's command brings its own), ``auto`` is cpu and ``cuda`` is
     left to the user's code."""
-    import socket
-
     try:
-        import torch
+        import torch  # deferred: a user's command's env may lack torch; step scripts import runtime before set_threads
     except ImportError:
         if log is not None and device != "cpu":
             log.warning("training.device is %r but torch is not importable here: not checked", device)
@@ -148,8 +147,6 @@ def versions(packages: Iterable[str]) -> dict[str, str]:
 
 def step_logger(path: str | Path) -> "logging.Logger":
     """Log a step's progress to its rule's log file."""
-    import logging
-
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     logging.basicConfig(
         filename=str(path), filemode="w", level=logging.INFO,

@@ -37,6 +37,9 @@ from typing import Any, Callable
 
 import numpy as np
 
+from multiverse.ids import derive_seed
+from multiverse.space import scrambled_sobol
+
 #: Scramblings of the Saltelli points that the paths are split among (at most).
 SCRAMBLINGS = 8
 
@@ -69,8 +72,6 @@ def sobol_indices(
     total variance is not positive (a flat posterior mean: nothing to apportion). How
     often the intervals hold the truth: docs/benchmarks.md, "Measured choices".
     """
-    from multiverse.ids import derive_seed
-
     if n_samples < 2:
         raise ValueError("sobol_indices needs at least 2 posterior paths")
     per_path, cross = [], []
@@ -109,10 +110,11 @@ def saltelli_paths(sample, space, n_mc: int, n: int, seed: int):
     Ax's first-order estimator ``mean[f(B) (f(AB_i) - f(A))]`` is not shift-invariant:
     for an accuracy near 0.9 it was mostly noise (lr's interval [-0.57, 0.42], true 0.47).
     """
-    import torch
-    from ax.utils.sensitivity.sobol_measures import SobolSensitivity
+    import torch  # deferred: only the Sobol estimators use torch; the module loads with numpy alone
 
-    from multiverse.space import scrambled_sobol
+    # deferred: Ax takes seconds to import, and report.analyse(sensitivity=False), as the calibration benchmark
+    # runs it, computes no Sobol indices
+    from ax.utils.sensitivity.sobol_measures import SobolSensitivity
 
     k = len(space.dimensions)
     sens = SobolSensitivity(bounds=torch.stack([torch.zeros(k), torch.ones(k)]).double(), num_mc_samples=n_mc)
@@ -127,7 +129,7 @@ def forms(sens, values: np.ndarray) -> np.ndarray:
     """Ax's Saltelli first-order and Jansen total-order numerators and the total variance
     of one function's ``(k + 2) x n_mc`` values at ``sens``'s rows: ``2k + 1`` numbers
     (first-order of each cube column, total-order of each, the variance over A and B)."""
-    import torch
+    import torch  # deferred: as in saltelli_paths
 
     sens.evalute_function(torch.as_tensor(np.ascontiguousarray(values).reshape(-1)))
     var = sens.f_total_var

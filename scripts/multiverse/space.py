@@ -288,8 +288,8 @@ class SearchSpace:
 
 def scrambled_sobol(n: int, k: int, seed: int) -> np.ndarray:
     """``n x k`` scrambled Sobol points in [0, 1), reproducible from ``seed`` (torch's engine, as BoTorch uses)."""
-    from torch.quasirandom import SobolEngine
-    import torch
+    import torch  # deferred: torch takes ~1 s to import and only this function of space needs it
+    from torch.quasirandom import SobolEngine  # deferred: as torch above
 
     if k == 0:
         return np.zeros((n, 0))

@@ -14,15 +14,19 @@ posterior samples on the metric's scale), so a warp is applied in one place.
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
+from scipy.stats import norm
 
 from multiverse import declaration
-from multiverse.gp import IDENTITY, MIN_FIT, Warp, fit_gp, joint_samples, noise_variance, outcome_scale
+from multiverse.gp import IDENTITY, MIN_FIT, Warp, features, fit_gp, joint_samples, noise_variance, outcome_scale, posterior_mean_std
+from multiverse.ids import derive_seed
 from multiverse.space import SearchSpace
+from multiverse.stats import seed_noise
 
 #: The report's GP kernel (:data:`multiverse.gp.KERNELS`: its intervals are the best calibrated).
 REPORT_KERNEL = "matern+linear"
@@ -71,17 +75,11 @@ class Surrogate:
 
     def median(self, universes: Sequence[Mapping[str, Any]]) -> np.ndarray:
         """The marginal posterior median at each universe (the warped mean)."""
-        from multiverse.gp import features, posterior_mean_std
-
         m, _ = posterior_mean_std(self.model, features(self.space, universes, self.model))
         return self.warp.inverse(m)
 
     def quantiles(self, universes: Sequence[Mapping[str, Any]], q: float = 0.975) -> tuple[np.ndarray, np.ndarray]:
         """Marginal posterior ``1 - q`` and ``q`` quantiles (exact under the monotone warp)."""
-        from scipy.stats import norm
-
-        from multiverse.gp import features, posterior_mean_std
-
         m, s = posterior_mean_std(self.model, features(self.space, universes, self.model))
         z = norm.ppf(q)
         return self.warp.inverse(m - z * s), self.warp.inverse(m + z * s)
@@ -111,8 +109,6 @@ def per_universe(df: pd.DataFrame, space: SearchSpace, metric: str, declared: Ma
 def universe_means(df: pd.DataFrame, space: SearchSpace, metric: str, declared: Mapping[str, Any] | None = None,
                    ) -> np.ndarray:
     """Each universe's mean over its finite seeds, on the metric's scale."""
-    import warnings
-
     values = per_universe(df, space, metric, declared)[1]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # a universe with no finite seed: NaN
@@ -124,8 +120,6 @@ def fit_values(space: SearchSpace, universes: list[dict], values: np.ndarray, se
     """A GP of ``n x seeds`` ``values`` on the scale of ``warp`` (None with fewer than
     MIN_FIT universes with a finite value); ``warping``: with learned input warping
     (``report.input_warping``, :func:`multiverse.gp.input_transform`)."""
-    from multiverse.stats import seed_noise
-
     latent = warp.forward(values)
     mean, yvar, _, pooled = seed_noise(latent)
     if np.isfinite(mean).sum() < MIN_FIT:
@@ -152,8 +146,6 @@ def fit_surrogate(df: pd.DataFrame, space: SearchSpace, metric: str, seed: int,
 
 def fit_surrogates(df: pd.DataFrame, space: SearchSpace, metrics: Sequence[str], seed: int,
                    declared: Mapping[str, Any] | None = None, warping: bool = False) -> dict[str, Surrogate | None]:
-    from multiverse.ids import derive_seed
-
     return {m: fit_surrogate(df, space, m, derive_seed(seed, i), declared, warping) for i, m in enumerate(metrics)}
 
 

@@ -24,9 +24,12 @@ import numpy as np
 import torch
 from torch import nn
 
+from multiverse.data import read_data
+from multiverse.entrypoint import Progress, ShardClock
 from multiverse.errors import Preempted
 from multiverse.failures import ATTEMPTS, Attempts, failed_record, stop_requested  # noqa: F401  (failed_record re-exported)
-from multiverse.runtime import atomic_write, universe_fields  # noqa: F401  (re-exported)
+from multiverse.runtime import DeviceUnavailable, atomic_write, universe_fields, versions, write_json  # noqa: F401  (re-exported)
+from multiverse.runtime import resolve_device as node_device
 
 # Momentum of the "momentum" optimizer (SGD with heavy-ball momentum) when the space has
 # no ``momentum`` dimension, and the eps of adam/rmsprop without an ``eps`` one (torch's).
@@ -37,9 +40,7 @@ DEFAULT_EPS = 1e-8
 def resolve_device(device: str, log: logging.Logger | None = None) -> torch.device:
     """``cpu``, ``cuda`` or ``auto`` as a torch device (:func:`multiverse.runtime.resolve_device`:
     ``cuda`` without a GPU raises :class:`multiverse.runtime.DeviceUnavailable`)."""
-    from multiverse.runtime import resolve_device as resolve
-
-    return torch.device(resolve(device, log))
+    return torch.device(node_device(device, log))
 
 
 #: Network families (``model.arch``). All take flat features; ``cnn`` and ``resnet18``
@@ -494,16 +495,11 @@ def train_shard(
     are removed when the whole shard is done. On the CPU the outputs are bitwise those of
     an uninterrupted run.
     """
-    from multiverse.data import read_data
-    from multiverse.runtime import DeviceUnavailable, versions, write_json
-
     device = resolve_device(training["device"], log)  # no GPU where one is asked for: stop before any universe
     data = read_data(data_path)
     universes = sorted(universes, key=lambda u: u["slot"])
     if [u["slot"] for u in universes] != list(range(len(model_paths))):
         raise ValueError(f"shard holds slots {[u['slot'] for u in universes]}, expected {len(model_paths)}")
-    from multiverse.entrypoint import Progress, ShardClock
-
     env = versions(["torch", "numpy"])
     clock = ShardClock([planned_epochs(u["params"], training["epochs"], len(data["y_train"])) for u in universes])
     digest = data_digest(data)  # once per shard, for every universe's key

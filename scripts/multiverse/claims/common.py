@@ -381,8 +381,6 @@ def decide(design: Mapping[str, Any], gp: Mapping[str, Any], rel: str, surrogate
 
     Returns ``{"verdict", "rests_on": "design" | "model", "summary"}``.
     """
-    from multiverse.stats import too_few  # noqa: F401
-
     d, g = design.get("verdict", TOO_FEW), gp.get("verdict", TOO_FEW)
     if d != TOO_FEW:
         text = f"{d} (design-based: {_est(design)}, P(holds) {design['p_holds']:.2f})"

@@ -92,7 +92,7 @@ class JointSurrogate:
 
     def diagnostics(self, names: Sequence[str]) -> dict[str, dict[str, Any]]:
         """LOO diagnostics of each outcome of the model the verdict rests on, by metric name."""
-        from multiverse.two_outcome import multitask_loo_diagnostics
+        from multiverse.two_outcome import multitask_loo_diagnostics  # on use: claim types load when the Snakefile is parsed
 
         return dict(zip(names, multitask_loo_diagnostics(self.model, self.warps)))
 

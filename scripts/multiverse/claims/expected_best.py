@@ -34,6 +34,7 @@ NaN beyond ``budgets_observed``.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any, Mapping, Sequence
 
 from multiverse.claims import common, comparison
@@ -304,8 +305,6 @@ def design_answer(claim: Mapping[str, Any], ctx, ks: Sequence[int], bounds: tupl
 
 
 def analyse(claim: Mapping[str, Any], ctx, i: int, influence) -> ClaimResult:
-    from functools import partial  # on use: claim types load when the Snakefile is parsed
-
     from multiverse.surrogate import per_universe  # on use: claim types load when the Snakefile is parsed
 
     bounds = ctx.declaration(claim["metric"])["range"]
