@@ -369,12 +369,12 @@ def where_figure(c: ClaimResult, space, df, path: str) -> None:
     P.themed("whitegrid")
     ks = np.asarray(c.observed["budgets"])
     fig, ax = P.plt.subplots(figsize=(7, 3.6))
-    for k, key in enumerate(("gp", "observed")):
-        a, b = c[key]["curve_a"], c[key]["curve_b"]
+    for k, (key, e) in enumerate((("gp", c.gp), ("observed", c.observed))):
+        a, b = e["curve_a"], e["curve_b"]
         diff = np.asarray(a["mean"]) - np.asarray(b["mean"])
         ax.plot(ks, diff, color=f"C{k}", marker="o", ms=3,
                 label=f"{'GP' if key == 'gp' else 'observed'}: mean difference (worst budget "
-                      f"{c[key]['effect']:+.3f} [{c[key]['effect_lo']:+.3f}, {c[key]['effect_hi']:+.3f}])")
+                      f"{e['effect']:+.3f} [{e['effect_lo']:+.3f}, {e['effect_hi']:+.3f}])")
     ax.axhline(0, color="k", lw=0.8)
     ax.axvline(c.claim.get("min_budget", 1), color="k", ls=":", lw=0.8)
     ax.set_xlabel("budget: universes tried")
