@@ -32,6 +32,7 @@ window.addEventListener("load", () => {
                   [...document.querySelectorAll("table.claims tbody tr")].every(
                     tr => tr.children[k].textContent.trim() === "n/a")).filter(x => x).length,
                 claimsTableRight: document.querySelector("table.claims").getBoundingClientRect().right,
+                firstBadgeBottom: document.querySelector("a.badge").getBoundingClientRect().bottom,
                 pageWidth: document.documentElement.scrollWidth, viewport: window.innerWidth};
   const pre = document.createElement("pre");
   pre.id = "probe";
@@ -61,9 +62,10 @@ def test_standalone_report_opens_and_every_image_loads(tiny_run, tmp_path):
     assert seen["tables"] == 4  # training runs by outcome, claims, Sobol indices, LOO diagnostics
     assert seen["headings"][:2] == ["The claims at a glance", "Summary of claims"]
     assert any(h.startswith("Claim: ") for h in seen["headings"])
-    # the first screen: every badge links to its claim's section, the contents list resolves,
+    # the first screen (900 px tall) shows the verdicts: every badge links to its claim's section, the contents list resolves,
     # the claims table has no column that is n/a for every claim and fits the page's width
     assert seen["badges"] and all(t and t.startswith("Claim: ") for t in seen["badgeTargets"]), seen["badgeTargets"]
+    assert seen["firstBadgeBottom"] < 900 / 2, seen["firstBadgeBottom"]
     assert len(seen["contents"]) >= 5 + len(seen["badges"]) and all(seen["contents"])
     assert "verdict" in seen["claimColumns"] and seen["naColumns"] == 0, seen["claimColumns"]
     assert seen["pageWidth"] <= seen["viewport"] and seen["claimsTableRight"] <= seen["viewport"], seen

@@ -118,7 +118,10 @@ def write_report(path: str, config: Mapping[str, Any], df: pd.DataFrame, result:
         f"<style>{CSS}</style></head><body>",
         f"<h1>Multiverse report: {_html.escape(study)}</h1>",
         f"<p>{n_u} universes ({n_runs} training runs: {_html.escape(statuses(df['status'].value_counts().to_dict()))}). "
-        "Each claim has one verdict, the same in its badge, the table and its section. It rests on the "
+        "Each claim has one verdict, the same in its badge, the table and its section.</p>",
+        "<h2 id='glance'>The claims at a glance</h2>",
+        headline(result["claims"]),
+        "<p><b>How a verdict is reached.</b> It rests on the "
         "<i>design-based</i> answer: the surrogate's prediction over the multiverse corrected by the residuals of "
         "the universes the design drew with known probability, each weighted by the inverse of that probability "
         "(prediction-powered inference), so that its 95% confidence interval holds whatever the surrogate. Beside "
@@ -130,8 +133,6 @@ def write_report(path: str, config: Mapping[str, Any], df: pd.DataFrame, result:
         "and for losses, the gap and sharpness a diverged one, count as not defined.</p>",
         contents(result["claims"]),
         status_table_html(df),
-        "<h2 id='glance'>The claims at a glance</h2>",
-        headline(result["claims"]),
     ]
     div = result.get("divergence")
     if div:

@@ -301,8 +301,12 @@ def train_universe(
     checkpoint_every: int = 1,
     log: logging.Logger | None = None,
     digest: str | None = None,
+    dtype: torch.dtype | None = None,
 ) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     """Train the universe ``params`` and return ``(state_dict, record)``.
+
+    ``dtype``: the weights' and data's floating type (None: as the data come, float32);
+    the packed trainer's equivalence tests train float64 twins (:mod:`multiverse.packed`).
 
     The network is ``arch`` of ``width`` and ``depth`` unless the space makes them (and
     ``dropout``) choices (:func:`network`). ``progress`` is called after every epoch
@@ -344,9 +348,13 @@ def train_universe(
         torch.cuda.reset_peak_memory_stats(dev)
     torch.manual_seed(seed)
     t, shape = as_tensors(data, dev)
+    if dtype is not None:
+        t = {name: (v.to(dtype) if v.is_floating_point() else v) for name, v in t.items()}
     n_classes = int(max(t["y_train"].max(), t["y_val"].max(), t["y_test"].max()).item()) + 1
     width, depth, dropout = network(params, width, depth)
     model = make_model(t["X_train"].shape[1], n_classes, width, depth, arch, shape, dropout).to(dev)
+    if dtype is not None:
+        model = model.to(dtype)
     n, bs = len(t["y_train"]), int(params["batch_size"])
     lr = scaled_lr(params["lr"], bs, params.get("lr_scaling"), base_batch)
     opt = make_optimizer(
@@ -377,7 +385,7 @@ def train_universe(
             Path(checkpoint_path).unlink(missing_ok=True)
             return train_universe(data, params, seed=seed, epochs=epochs, width=width, depth=depth, device=device,
                                   arch=arch, base_batch=base_batch, progress=progress, checkpoint_path=checkpoint_path,
-                                  checkpoint_every=checkpoint_every, log=log, digest=digest)
+                                  checkpoint_every=checkpoint_every, log=log, digest=digest, dtype=dtype)
         log.info("resumed from %s after epoch %d%s (%.1fs trained before)", checkpoint_path, done,
                  f" and {partial['steps']} of its next epoch's steps" if partial else "", elapsed)
     start = time.perf_counter() - elapsed

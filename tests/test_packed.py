@@ -1,0 +1,83 @@
+"""Packed training (multiverse.packed): a universe trained in a stack equals its
+sequential twin (multiverse.train.train_universe: same initial weights, same minibatch
+order) to rounding, for every optimizer, mixed batch sizes, warm-up, lr scaling and a
+budget in steps; divergence stops one universe, not its stack."""
+
+import pytest
+import torch
+
+from multiverse import packed
+from multiverse.train import train_universe
+
+#: Every optimizer and training choice the built-in trainer supports, batch sizes within
+#: BATCH_RATIO of each other (one stack, in lockstep with masking).
+UNIVERSES = [
+    {"optimizer": "sgd", "lr": 0.1, "weight_decay": 1e-3, "batch_size": 48},
+    {"optimizer": "momentum", "lr": 0.05, "weight_decay": 1e-4, "batch_size": 56, "momentum": 0.8},
+    {"optimizer": "adam", "lr": 3e-3, "weight_decay": 1e-3, "batch_size": 64, "eps": 1e-6},
+    {"optimizer": "adamw", "lr": 3e-3, "weight_decay": 1e-2, "batch_size": 48, "warmup_epochs": 1},
+    {"optimizer": "rmsprop", "lr": 1e-3, "weight_decay": 1e-5, "batch_size": 60, "lr_scaling": "sqrt"},
+    {"optimizer": "adam", "lr": 1e-2, "weight_decay": 0.0, "batch_size": 50, "steps": 25},
+]
+SEEDS = [11, 12, 13, 14, 15, 16]
+KW = dict(epochs=2, width=16, depth=2)
+
+
+def max_difference(a, b):
+    return max(float((a[k] - b[k]).abs().max()) for k in b)
+
+
+def twins(digits, dtype, universes=UNIVERSES, seeds=SEEDS):
+    stack = packed.train_stack(digits, universes, seeds, dtype=dtype, **KW)
+    alone = [train_universe(digits, u, seed=s, dtype=dtype, **KW) for u, s in zip(universes, seeds)]
+    return stack, alone
+
+
+def test_in_float64_every_packed_universe_equals_its_sequential_twin(digits):
+    """To 1e-10 after 2 epochs, for every optimizer, with mixed batch sizes (so the
+    lockstep masks), warm-up, lr scaling and a budget that stops part-way."""
+    assert len(packed.stacks([{"params": u} for u in UNIVERSES], 16, 2)) == 1
+    stack, alone = twins(digits, torch.float64)
+    for u, (s_p, r_p), (s_s, r_s) in zip(UNIVERSES, stack, alone):
+        assert set(s_p) == set(s_s)
+        assert max_difference(s_p, s_s) < 1e-10, u
+        assert r_p["steps_run"] == r_s["steps_run"] and r_p["epochs_run"] == r_s["epochs_run"], u
+        assert r_p["lr_final"] == pytest.approx(r_s["lr_final"], rel=1e-12)
+        for hp, hs in zip(r_p["history"], r_s["history"]):
+            for key in ("train_loss", "train_acc", "val_loss", "val_acc"):
+                assert hp[key] == pytest.approx(hs[key], abs=1e-10), (u, key)
+    assert stack[-1][1]["steps_run"] == 25  # the steps budget, part-way through epoch 2
+
+
+def test_in_float32_a_packed_universe_is_as_close_as_float32_is_to_float64(digits):
+    """The packed float32 weights differ from the sequential float32 ones by no more
+    than twice the sequential run's own float32-vs-float64 difference (measured: at most 0.8x)."""
+    stack32, alone32 = twins(digits, None)
+    _, alone64 = twins(digits, torch.float64)
+    for u, (s_p, _), (s_s, _), (s_d, _) in zip(UNIVERSES, stack32, alone32, alone64):
+        precision = max_difference({k: v.double() for k, v in s_s.items()}, s_d)
+        assert 0 < precision < 1e-3
+        assert max_difference(s_p, s_s) < 2 * precision, u
+
+
+def test_divergence_stops_one_universe_not_its_stack(digits):
+    universes = [UNIVERSES[0], {**UNIVERSES[0], "lr": 1e12}, UNIVERSES[2]]
+    stack, alone = twins(digits, torch.float64, universes, SEEDS[:3])
+    (_, ok), (_, bad), _ = stack
+    assert bad["status"] == alone[1][1]["status"] == "diverged"
+    assert bad["diverged_epoch"] == alone[1][1]["diverged_epoch"] == 1 and bad["epochs_run"] == 0
+    assert ok["status"] == "ok" and ok["epochs_run"] == 2
+    for k in (0, 2):
+        assert max_difference(stack[k][0], alone[k][0]) < 1e-10
+
+
+def test_stacks_group_by_network_and_batch_sizes_within_the_ratio():
+    us = [{"params": {"batch_size": b, **extra}} for b, extra in
+          [(16, {}), (20, {}), (23, {}), (32, {}), (256, {}), (16, {"width": 32})]]
+    groups = packed.stacks(us, width=16, depth=1, max_size=2)
+    assert groups == [[0, 1], [2, 3], [4], [5]]  # 32 <= 1.4 x 23; max_size 2 splits 16, 20 from 23
+    for g in groups:
+        sizes = [us[i]["params"]["batch_size"] for i in g]
+        assert max(sizes) <= packed.BATCH_RATIO * min(sizes)
+    assert packed.packable(UNIVERSES[0], "mlp") and not packed.packable({**UNIVERSES[0], "dropout": 0.1}, "mlp")
+    assert not packed.packable(UNIVERSES[0], "cnn")
