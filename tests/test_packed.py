@@ -3,6 +3,8 @@ sequential twin (multiverse.train.train_universe: same initial weights, same min
 order) to rounding, for every optimizer, mixed batch sizes, warm-up, lr scaling and a
 budget in steps; divergence stops one universe, not its stack."""
 
+import json
+
 import pytest
 import torch
 
@@ -81,3 +83,34 @@ def test_stacks_group_by_network_and_batch_sizes_within_the_ratio():
         assert max(sizes) <= packed.BATCH_RATIO * min(sizes)
     assert packed.packable(UNIVERSES[0], "mlp") and not packed.packable({**UNIVERSES[0], "dropout": 0.1}, "mlp")
     assert not packed.packable(UNIVERSES[0], "cnn")
+
+
+def test_a_shard_under_pack_auto_stacks_what_it_can_and_keeps_per_universe_outputs(digits, tmp_path, config, caplog):
+    """train_shard with training.pack: auto: the two packable universes train as one
+    stack (their weights equal their float32 sequential twins to float32 precision), the
+    dropout one trains alone as with pack off (bitwise), each universe keeps its own
+    weights and record, and the finished shard leaves no run/ folder."""
+    import logging
+
+    from conftest import three_universe_shard
+
+    from multiverse.train import train_shard
+
+    params = [UNIVERSES[0], UNIVERSES[2], {**UNIVERSES[2], "dropout": 0.1}]
+    _, shard_args = three_universe_shard(tmp_path, digits, config, params)
+    log = logging.getLogger("test")
+    with caplog.at_level(logging.INFO):
+        for folder, pack in (("packed", "auto"), ("alone", "off")):
+            args = shard_args(folder, log=log)
+            train_shard(**{**args, "training": {**args["training"], "epochs": 2, "pack": pack}})
+    assert "stack of 2 trained" in caplog.text
+    load = lambda folder, k: torch.load(tmp_path / folder / f"u{k}" / "model.pt", weights_only=True)  # noqa: E731
+    read = lambda folder, k: json.loads((tmp_path / folder / f"u{k}" / "train.json").read_text())  # noqa: E731
+    for k in (0, 1):
+        assert max_difference(load("packed", k), load("alone", k)) < 1e-5
+        rec = read("packed", k)
+        assert rec["pack_size"] == 2 and rec["status"] == "ok" and rec["epochs_run"] == 2 and rec["id"] == f"r0u00{k}"
+        assert rec["params"] == params[k]
+    assert all(torch.equal(a, b) for a, b in zip(load("packed", 2).values(), load("alone", 2).values()))
+    assert "pack_size" not in read("packed", 2) and "pack_size" not in read("alone", 0)
+    assert not list((tmp_path / "packed").rglob("run"))  # the shard is done: no run/ folder left

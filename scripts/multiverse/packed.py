@@ -43,12 +43,13 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import torch
 from torch import nn
 
+from multiverse.errors import Preempted
 from multiverse.train import (DEFAULT_BASE_BATCH, DEFAULT_EPS, DEFAULT_MOMENTUM, as_tensors, budget, make_model,
                               network, scaled_lr)
 
@@ -91,38 +92,51 @@ def stacks(universes: Sequence[Mapping[str, Any]], width: int, depth: int, max_s
 
 
 class Stack(nn.Module):
-    """``K`` MLPs of one shape as stacked parameters: ``weights[l]`` is ``K x out x in``,
-    ``biases[l]`` ``K x out``, initialised from each universe's own ``make_model``."""
+    """``K`` MLPs of one shape, initialised from each universe's own ``make_model``.
+
+    All of a universe's parameters are one row of a single ``K x P`` tensor ``flat``, and
+    each layer's weight (``K x out x in``) and bias (``K x out``) are views into it, so
+    that the backward pass leaves every gradient in ``flat.grad`` and the optimizer's
+    step is a handful of operations over one tensor, however many layers."""
 
     def __init__(self, models: Sequence[nn.Module]):
         super().__init__()
         linears = [[m for m in model if isinstance(m, nn.Linear)] for model in models]
-        self.weights = nn.ParameterList([nn.Parameter(torch.stack([ls[j].weight.detach() for ls in linears]))
-                                         for j in range(len(linears[0]))])
-        self.biases = nn.ParameterList([nn.Parameter(torch.stack([ls[j].bias.detach() for ls in linears]))
-                                        for j in range(len(linears[0]))])
+        self.shapes = [(tuple(lin.weight.shape), tuple(lin.bias.shape)) for lin in linears[0]]
+        rows = [torch.cat([t.detach().reshape(-1) for lin in ls for t in (lin.weight, lin.bias)]) for ls in linears]
+        self.flat = nn.Parameter(torch.stack(rows))
+
+    def layers(self) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Each layer's ``(weight, bias)`` views of :attr:`flat`, from one ``split`` (its
+        backward is one concatenation; a slice per view cost a ``K x P`` buffer each)."""
+        k = self.flat.shape[0]
+        sizes = [math.prod(s) for pair in self.shapes for s in pair]
+        parts = self.flat.split(sizes, dim=1)
+        return [(parts[2 * j].view(k, *w), parts[2 * j + 1]) for j, (w, _) in enumerate(self.shapes)]
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """``K x B x features`` -> ``K x B x classes``."""
-        last = len(self.weights) - 1
-        for j, (w, b) in enumerate(zip(self.weights, self.biases)):
+        layers = self.layers()
+        for j, (w, b) in enumerate(layers):
             x = torch.baddbmm(b.unsqueeze(1), x, w.transpose(1, 2))
-            if j < last:
+            if j < len(layers) - 1:
                 x = torch.relu(x)
         return x
 
     def state_dict_of(self, k: int) -> dict[str, torch.Tensor]:
         """Universe ``k``'s weights under the names of its sequential ``nn.Sequential``
         (``0.weight``, ``0.bias``, ``2.weight``, ...)."""
-        return {name: t for j, (w, b) in enumerate(zip(self.weights, self.biases))
+        return {name: t for j, (w, b) in enumerate(self.layers())
                 for name, t in ((f"{2 * j}.weight", w[k].detach().cpu().clone()),
                                 (f"{2 * j}.bias", b[k].detach().cpu().clone()))}
 
 
 class StackOptimizer:
-    """Every universe's own optimizer over a :class:`Stack`'s parameters, as elementwise
-    updates with per-universe coefficients (each a ``K``-vector broadcast over a
-    parameter's other dimensions). Follows torch's single-tensor implementations:
+    """Every universe's own optimizer over a ``K x P`` parameter (:attr:`Stack.flat`), as
+    elementwise updates with per-universe coefficients (``K x 1`` columns), each
+    optimizer's update over its own rows only (:func:`train_stack` orders a stack's
+    universes by optimizer, so each one's rows are one slice). Follows torch's
+    single-tensor implementations:
 
     - ``sgd``: ``p -= lr (g + wd p)``; ``momentum``: ``buf = mu buf + (g + wd p)``,
       ``p -= lr buf`` (torch's first step sets ``buf`` to the gradient: the same, as
@@ -132,72 +146,85 @@ class StackOptimizer:
       ``adamw``: the same with decoupled decay ``p *= 1 - lr wd`` first;
     - ``rmsprop``: ``s = a s + (1 - a) g^2``, ``p -= lr g / (sqrt(s) + eps)``.
 
-    ``step(active, lr_factor)``: only universes with ``active`` move (their step counts
-    too); ``lr_factor`` is each one's warm-up factor. Bias corrections and learning rates
-    are float64 on the host, cast when applied.
+    ``step(active, lr_factor)``: only universes with ``active`` move (their state and
+    step count too: their coefficients make every update an exact no-op); ``lr_factor``
+    is each one's warm-up factor. Every coefficient (bias corrections, learning rates,
+    ``1 - beta2``) is computed in float64 on the host and cast when applied, as torch
+    casts its Python-float hyperparameters: ``1 - beta2`` computed in float32 instead
+    moved Adam's weights 1e-2 from torch's in 25 steps.
     """
 
-    def __init__(self, params: Sequence[torch.Tensor], kinds: Sequence[str], lr: Sequence[float],
+    def __init__(self, param: torch.Tensor, kinds: Sequence[str], lr: Sequence[float],
                  weight_decay: Sequence[float], momentum: Sequence[float], eps: Sequence[float]):
-        self.params = list(params)
+        self.param = param
         self.kinds = list(kinds)
-        k = len(self.kinds)
         self.lr = np.asarray(lr, dtype=np.float64)
-        wd = np.asarray(weight_decay, dtype=np.float64)
-        is_ = {name: np.array([kd == name for kd in self.kinds]) for name in OPTIMIZERS}
-        self.adaptive = is_["adam"] | is_["adamw"]
-        self.rms = is_["rmsprop"]
-        self.heavy = is_["momentum"]
-        self.decoupled_wd = np.where(is_["adamw"], wd, 0.0)
-        self.l2 = np.where(is_["adamw"], 0.0, wd)
-        self.mu = np.where(self.heavy, np.asarray(momentum, dtype=np.float64), 0.0)
+        self.wd = np.asarray(weight_decay, dtype=np.float64)
+        self.mu = np.asarray(momentum, dtype=np.float64)
         self.eps = np.asarray(eps, dtype=np.float64)
-        self.t = np.zeros(k, dtype=np.int64)
-        self.state = [{"buf": torch.zeros_like(p) if self.heavy.any() else None,
-                       "m": torch.zeros_like(p) if self.adaptive.any() else None,
-                       "v": torch.zeros_like(p) if (self.adaptive | self.rms).any() else None} for p in self.params]
-
-    def _vec(self, x: np.ndarray, like: torch.Tensor) -> torch.Tensor:
-        """A ``K``-vector as a tensor broadcasting over ``like``'s trailing dimensions."""
-        return torch.as_tensor(x, dtype=like.dtype, device=like.device).view(-1, *([1] * (like.dim() - 1)))
+        self.t = np.zeros(len(self.kinds), dtype=np.int64)
+        self.slices: dict[str, slice] = {}
+        for name in OPTIMIZERS:
+            rows = [i for i, kd in enumerate(self.kinds) if kd == name]
+            if rows:
+                if rows != list(range(rows[0], rows[-1] + 1)):
+                    raise ValueError("a stack's universes must be ordered by optimizer (each one's rows a slice)")
+                self.slices[name] = slice(rows[0], rows[-1] + 1)
+        self.state = {name: {key: torch.zeros_like(param[sl]) for key in STATE[name]}
+                      for name, sl in self.slices.items()}
 
     @torch.no_grad()
-    def step(self, active: np.ndarray, lr_factor: np.ndarray | None = None) -> None:
+    def step(self, active: np.ndarray, lr_factor: np.ndarray | None = None, masked: bool = True) -> None:
+        """One step of every ``active`` universe (``masked``: some inactive universe's
+        gradient may be non-finite, a diverged one's, and is zeroed first; an inactive
+        one's is otherwise exactly 0, its loss being left out)."""
         self.t = self.t + active
-        t = np.maximum(self.t, 1).astype(np.float64)
         lr = self.lr * (1.0 if lr_factor is None else lr_factor)
         b1, b2 = BETAS
-        bc1, bc2_sqrt = 1 - b1**t, np.sqrt(1 - b2**t)
-        # the update's per-universe coefficients (float64 here; cast when applied)
-        adapt_scale = np.where(self.adaptive, lr / bc1, 0.0)
-        plain_scale = np.where(self.adaptive | self.rms, 0.0, lr)
-        rms_scale = np.where(self.rms, lr, 0.0)
-        decay = 1 - lr * self.decoupled_wd
-        for p, st in zip(self.params, self.state):
-            on = self._vec(active.astype(np.float64), p).bool()
-            g = p.grad
-            g = torch.where(on, g, torch.zeros_like(g))  # a masked universe's gradient may be NaN
-            if self.l2.any():
-                g = g + self._vec(self.l2, p) * p
-            new = p * self._vec(decay, p) if self.decoupled_wd.any() else p.clone()
-            if st["buf"] is not None:
-                buf = self._vec(self.mu, p) * st["buf"] + g
-                st["buf"] = torch.where(on, buf, st["buf"])
-                direction = torch.where(self._vec(self.heavy, p).bool(), st["buf"], g)
-            else:
-                direction = g
-            new = new - self._vec(plain_scale, p) * direction
-            if st["m"] is not None:
-                st["m"] = torch.where(on, torch.lerp(st["m"], g, 1 - b1), st["m"])
-            if st["v"] is not None:  # both coefficients from float64, as torch's value=1 - beta2
-                a = np.where(self.rms, ALPHA, b2)
-                st["v"] = torch.where(on, st["v"] * self._vec(a, p) + self._vec(1 - a, p) * g * g, st["v"])
-            if self.adaptive.any():
-                denom = st["v"].sqrt() / self._vec(bc2_sqrt, p) + self._vec(self.eps, p)
-                new = new - self._vec(adapt_scale, p) * st["m"] / denom
-            if self.rms.any():
-                new = new - self._vec(rms_scale, p) * g / (st["v"].sqrt() + self._vec(self.eps, p))
-            p.copy_(torch.where(on, new, p))
+        t = np.maximum(self.t, 1).astype(np.float64)
+        # every coefficient as one K-row of a table, converted to the parameter's type at once
+        table = {
+            "on": active.astype(np.float64),
+            "l2": np.where(active, self.wd, 0.0),
+            "lr": np.where(active, lr, 0.0),
+            "mu": np.where(active, self.mu, 1.0),
+            "alpha": np.where(active, ALPHA, 1.0), "1-alpha": np.where(active, 1 - ALPHA, 0.0),
+            "decay": np.where(active, 1 - lr * self.wd, 1.0),
+            "1-b1": np.where(active, 1 - b1, 0.0),
+            "b2": np.where(active, b2, 1.0), "1-b2": np.where(active, 1 - b2, 0.0),
+            "bc2": np.sqrt(1 - b2**t), "eps": self.eps,
+            "adam_lr": np.where(active, lr / (1 - b1**t), 0.0),
+        }
+        names = list(table)
+        coef = torch.as_tensor(np.stack([table[n] for n in names]), dtype=self.param.dtype,
+                               device=self.param.device).unsqueeze(-1)  # coefficients x K x 1
+        c = dict(zip(names, coef))
+        grad = self.param.grad
+        if masked:
+            grad = torch.where(c["on"].bool(), grad, 0.0)
+        for name, sl in self.slices.items():
+            p, g, st = self.param[sl], grad[sl], self.state[name]
+            if name != "adamw" and self.wd[sl].any():
+                g = g + c["l2"][sl] * p
+            if name == "sgd":
+                p.sub_(c["lr"][sl] * g)
+            elif name == "momentum":
+                st["buf"].mul_(c["mu"][sl]).add_(g)
+                p.sub_(c["lr"][sl] * st["buf"])
+            elif name == "rmsprop":
+                st["v"].mul_(c["alpha"][sl]).add_(c["1-alpha"][sl] * g * g)
+                p.sub_(c["lr"][sl] * g / (st["v"].sqrt() + c["eps"][sl]))
+            else:  # adam, adamw
+                if name == "adamw":
+                    p.mul_(c["decay"][sl])
+                st["m"].lerp_(g, c["1-b1"][sl])
+                st["v"].mul_(c["b2"][sl]).add_(c["1-b2"][sl] * g * g)
+                denom = st["v"].sqrt().div_(c["bc2"][sl]).add_(c["eps"][sl])
+                p.sub_(c["adam_lr"][sl] * st["m"] / denom)
+
+
+#: The state each optimizer keeps per parameter.
+STATE = {"sgd": (), "momentum": ("buf",), "adam": ("m", "v"), "adamw": ("m", "v"), "rmsprop": ("v",)}
 
 
 def _warmup_factor(step: np.ndarray, warmup: np.ndarray) -> np.ndarray:
@@ -207,6 +234,25 @@ def _warmup_factor(step: np.ndarray, warmup: np.ndarray) -> np.ndarray:
     w = np.maximum(warmup, 1).astype(np.float64)
     s = np.minimum(step, w)
     return np.where(warmup > 0, 1 / w + (1 - 1 / w) * s / w, 1.0)
+
+
+def epoch_batches(orders: Sequence[torch.Tensor | None], bs: np.ndarray, steps: int, bmax: int) -> torch.Tensor:
+    """``K x steps x bmax`` row indices of one epoch's minibatches (-1: padding): universe
+    ``k``'s ``j``-th minibatch is ``orders[k][j bs_k : (j + 1) bs_k]``, as the sequential
+    loop slices it (None: a universe that does not train this epoch)."""
+    out = []
+    for order, b in zip(orders, bs):
+        full = torch.full((steps * bmax,), -1, dtype=torch.long)
+        if order is not None:
+            n = len(order)
+            per = -(-n // int(b))
+            padded = torch.full((per * int(b),), -1, dtype=torch.long)
+            padded[:n] = order.cpu()
+            grid = torch.full((steps, bmax), -1, dtype=torch.long)
+            grid[:per, : int(b)] = padded.view(per, int(b))
+            full = grid.view(-1)
+        out.append(full.view(steps, bmax))
+    return torch.stack(out)
 
 
 def train_stack(
@@ -220,6 +266,8 @@ def train_stack(
     device: str | torch.device = "cpu",
     base_batch: int = DEFAULT_BASE_BATCH,
     dtype: torch.dtype | None = None,
+    progress: Callable[[int, dict[str, float]], None] | None = None,
+    should_stop: Callable[[], bool] | None = None,
 ) -> list[tuple[dict[str, torch.Tensor], dict[str, Any]]]:
     """Train universes ``params`` (with ``seeds``; each :func:`packable`, one network
     shape) as one stack and return each one's ``(state_dict, record)`` as
@@ -228,9 +276,22 @@ def train_stack(
 
     The record holds the same fields as a sequential one, plus ``pack_size`` (the
     stack's universes); ``train_seconds`` is the stack's time divided among them.
+    ``progress(k, entry)`` is called with universe ``k``'s history entry after each of
+    its epochs. ``should_stop()`` is asked before each epoch; when it says so,
+    :class:`multiverse.errors.Preempted` is raised (a stack keeps no checkpoint: its
+    universes train afresh when the job runs again).
     """
     dev = torch.device(device)
     k = len(params)
+    # rows ordered by optimizer (StackOptimizer updates each optimizer's rows as one slice)
+    perm = sorted(range(k), key=lambda i: OPTIMIZERS.index(params[i]["optimizer"]))
+    if perm != list(range(k)):
+        out = train_stack(data, [params[i] for i in perm], [seeds[i] for i in perm], epochs=epochs, width=width,
+                          depth=depth, device=device, base_batch=base_batch, dtype=dtype,
+                          progress=None if progress is None else (lambda u, entry: progress(perm[u], entry)),
+                          should_stop=should_stop)
+        back = {i: r for i, r in zip(perm, out)}
+        return [back[i] for i in range(k)]
     t, shape = as_tensors(data, dev)
     if dtype is not None:
         t = {name: (v.to(dtype) if v.is_floating_point() else v) for name, v in t.items()}
@@ -250,7 +311,7 @@ def train_stack(
     bs = np.array([int(p["batch_size"]) for p in params])
     lrs = [scaled_lr(p["lr"], int(p["batch_size"]), p.get("lr_scaling"), base_batch) for p in params]
     opt = StackOptimizer(
-        list(stack.parameters()), [p["optimizer"] for p in params], lrs, [float(p["weight_decay"]) for p in params],
+        stack.flat, [p["optimizer"] for p in params], lrs, [float(p["weight_decay"]) for p in params],
         [DEFAULT_MOMENTUM if p.get("momentum") is None else float(p["momentum"]) for p in params],
         [DEFAULT_EPS if p.get("eps") is None else float(p["eps"]) for p in params])
     plans = [budget(p, epochs, n) for p in params]
@@ -263,47 +324,47 @@ def train_stack(
     diverged_epoch: list[int | None] = [None] * k
     history: list[list[dict[str, float]]] = [[] for _ in range(k)]
     bmax = int(bs.max())
-    rows = torch.arange(bmax, device=dev)
+    X, y = t["X_train"], t["y_train"]
     start = time.perf_counter()
     for epoch in range(1, int(np.ceil(total / per_epoch).max()) + 1):
         running = alive & (step < total)
         if not running.any():
             break
-        orders = [torch.randperm(n, generator=g).to(dev) if r else None for g, r in zip(gens, running)]
+        if should_stop is not None and should_stop():
+            raise Preempted(f"stopped before epoch {epoch} of a stack of {k} universes (it trains afresh)")
+        orders = [torch.randperm(n, generator=g) if r else None for g, r in zip(gens, running)]
+        lock = int(per_epoch[running].max())
+        batches = epoch_batches(orders, bs, lock, bmax).to(dev)
+        masks = batches >= 0
+        sizes_all = masks.sum(2)  # K x steps
+        sizes_host = sizes_all.cpu().numpy()
+        batches = batches.clamp(min=0)
         loss_sum = torch.zeros(k, dtype=torch.float64, device=dev)
         correct = torch.zeros(k, dtype=torch.float64, device=dev)
         seen = np.zeros(k, dtype=np.int64)
-        for j in range(int(per_epoch[running].max())):
+        for j in range(lock):
             active = running & alive & (j < per_epoch) & (step < total)
             if not active.any():
                 break
-            idx = torch.zeros(k, bmax, dtype=torch.long, device=dev)
-            sizes = np.zeros(k, dtype=np.int64)
-            for u in np.flatnonzero(active):
-                part = orders[u][j * bs[u]: (j + 1) * bs[u]]
-                idx[u, : len(part)] = part
-                sizes[u] = len(part)
-            size_t = torch.as_tensor(sizes, device=dev)
-            mask = rows.unsqueeze(0) < size_t.unsqueeze(1)  # K x B: each universe's own rows
-            xb, yb = t["X_train"][idx], t["y_train"][idx]
-            logits = stack(xb)
+            idx, mask, size = batches[:, j], masks[:, j], sizes_all[:, j]
+            yb = y[idx]
+            logits = stack(X[idx])
             per_row = nn.functional.cross_entropy(logits.reshape(-1, n_classes), yb.reshape(-1), reduction="none")
             per_row = torch.where(mask, per_row.view(k, bmax), 0.0)  # a padded row's NaN stays out
-            loss = per_row.sum(1) / size_t.clamp(min=1)
+            loss = per_row.sum(1) / size.clamp(min=1)
             finite = torch.isfinite(loss).cpu().numpy()
             for u in np.flatnonzero(active & ~finite):  # diverged: stop it before the update, as sequentially
                 alive[u], diverged_epoch[u] = False, epoch
             active = active & finite
-            stack.zero_grad(set_to_none=True)
             on = torch.as_tensor(active, device=dev)
-            torch.where(on, loss, torch.zeros_like(loss)).sum().backward()
-            opt.step(active, _warmup_factor(step, warmup))
+            stack.flat.grad = None
+            torch.where(on, loss, 0.0).sum().backward()
+            opt.step(active, _warmup_factor(step, warmup), masked=not alive.all())
             step = step + active
             with torch.no_grad():
-                loss_sum += torch.where(on, loss.double() * size_t, 0.0)
-                hits = ((logits.argmax(2) == yb) & mask).sum(1).double()
-                correct += torch.where(on, hits, 0.0)
-            seen += np.where(active, sizes, 0)
+                loss_sum += torch.where(on, loss.double() * size, 0.0)
+                correct += torch.where(on, ((logits.argmax(2) == yb) & mask).sum(1).double(), 0.0)
+            seen += np.where(active, sizes_host[:, j], 0)
         evaluated = running & alive
         with torch.no_grad():
             val_logits = stack(t["X_val"].unsqueeze(0).expand(k, -1, -1))
@@ -317,6 +378,8 @@ def train_stack(
         for u in np.flatnonzero(evaluated):
             history[u].append({"epoch": epoch, "train_loss": float(ls[u] / seen[u]), "train_acc": float(cs[u] / seen[u]),
                                "val_loss": float(val_loss[u]), "val_acc": float(val_acc[u]), "seconds": now})
+            if progress is not None:
+                progress(u, history[u][-1])
             if not math.isfinite(float(val_loss[u])):
                 alive[u], diverged_epoch[u] = False, epoch
     seconds = time.perf_counter() - start

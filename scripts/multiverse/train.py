@@ -472,6 +472,66 @@ def train_universe(
     return state, record
 
 
+def keep_final(run: Path, key: Mapping[str, Any], state: Mapping[str, torch.Tensor], record: Mapping[str, Any]) -> None:
+    """Keep a finished universe's weights and record in its ``run/`` folder (:data:`FINAL`)
+    until its shard is done, and drop its checkpoint."""
+    final = {"key": key, "state": state, "record": record}
+    atomic_write(run / FINAL, lambda tmp: torch.save(final, tmp))
+    (run / CHECKPOINT).unlink(missing_ok=True)
+
+
+def train_stacks(data: Mapping[str, np.ndarray], universes: Sequence[Mapping[str, Any]], model: Mapping[str, Any],
+                 training: Mapping[str, Any], runs: Sequence[Path], keys: Sequence[Mapping[str, Any]],
+                 log: logging.Logger, clock: ShardClock, env: Mapping[str, Any]) -> set[int]:
+    """``training.pack: auto``: train the shard's universes that :func:`multiverse.packed.packable`
+    allows and that no earlier run of the shard finished as stacked ensembles
+    (:func:`multiverse.packed.stacks`; a stack of one trains alone, as the rest do), and
+    keep each one's result in its ``run/`` folder (:func:`keep_final`), where
+    :func:`train_shard` then finds it. Returns the slots trained here.
+
+    A stack keeps no checkpoint: a job stopped (SIGTERM, between epochs) or killed inside
+    one trains it afresh when it runs again, to the same result on the CPU. A stack that
+    raises is logged and its universes train one at a time, under their attempts."""
+    from multiverse import packed  # deferred: packed imports this module (its make_model, budget, ...)
+
+    pending = [i for i, u in enumerate(universes) if packed.packable(u["params"], model["arch"])
+               and read_saved(runs[i] / FINAL, keys[i], log, FINAL_FIELDS) is None]
+    done: set[int] = set()
+    for group in packed.stacks([universes[i] for i in pending], model["width"], model["depth"],
+                               max_size=len(universes)):
+        slots = [pending[j] for j in group]
+        if len(slots) < 2:
+            continue
+        ids = [universes[s]["id"] for s in slots]
+
+        last = [0.0] * len(slots)
+
+        def progress(k: int, entry: Mapping[str, float], slots=slots, last=last) -> None:
+            """The ETA's clock: a stacked epoch's seconds shared among the stack's universes."""
+            clock.epoch(slots[k], entry["epoch"], (entry["seconds"] - last[k]) / len(slots))
+            last[k] = entry["seconds"]
+
+        try:
+            out = packed.train_stack(
+                data, [universes[s]["params"] for s in slots], [universes[s]["seed"] for s in slots],
+                epochs=training["epochs"], width=model["width"], depth=model["depth"], device=training["device"],
+                base_batch=training["base_batch"], progress=progress, should_stop=stop_requested)
+        except Preempted:
+            raise
+        except Exception as err:  # noqa: BLE001  (its universes train one at a time instead)
+            log.warning("stack of %s failed (%s: %s): training them one at a time", ids, type(err).__name__, err)
+            continue
+        for s, (state, record) in zip(slots, out):
+            u = universes[s]
+            record = {**universe_fields(u), **record, "attempts": 1, "versions": env}
+            keep_final(runs[s], keys[s], state, record)
+            clock.finish(s, record["epochs_run"])
+            done.add(s)
+        log.info("stack of %d trained in %.2fs: %s", len(slots), sum(r["train_seconds"] for _, r in out), ", ".join(
+            f"{i} {r['status']}" for i, (_, r) in zip(ids, out)))
+    return done
+
+
 def train_shard(
     data_path: str,
     universes: Sequence[Mapping[str, Any]],
@@ -511,15 +571,21 @@ def train_shard(
     env = versions(["torch", "numpy"])
     clock = ShardClock([planned_epochs(u["params"], training["epochs"], len(data["y_train"])) for u in universes])
     digest = data_digest(data)  # once per shard, for every universe's key
+    pack = training.get("pack", "off")
+    runs = [Path(r).parent / "run" for r in record_paths]
+    keys = [{"universe": universe_fields(u), **({"pack": pack} if pack != "off" else {}), **universe_key(
+        digest, u["params"], seed=u["seed"], epochs=training["epochs"], width=model["width"], depth=model["depth"],
+        arch=model["arch"], base_batch=training["base_batch"], device=device.type)} for u in universes]
+    stacked = set()
+    if pack == "auto":
+        stacked = train_stacks(data, universes, model, training, runs, keys, log, clock, env)
     for slot, (u, model_path, record_path) in enumerate(zip(universes, model_paths, record_paths)):
-        run = Path(record_path).parent / "run"
-        key = {"universe": universe_fields(u), **universe_key(
-            digest, u["params"], seed=u["seed"], epochs=training["epochs"], width=model["width"], depth=model["depth"],
-            arch=model["arch"], base_batch=training["base_batch"], device=device.type)}
+        run, key = runs[slot], keys[slot]
         kept = read_saved(run / FINAL, key, log, FINAL_FIELDS)
         if kept is not None:
             state, record = kept["state"], kept["record"]
-            log.info("%s kept: finished by an earlier run of this shard (%s)", u["id"], run / FINAL)
+            if slot not in stacked:
+                log.info("%s kept: finished by an earlier run of this shard (%s)", u["id"], run / FINAL)
         else:
             attempts = Attempts(run, key, u, log)
             result, attempt = attempts.run(lambda: train_universe(
@@ -532,10 +598,9 @@ def train_shard(
             if record is None:  # every attempt failed, here or in a worker that died or overran
                 record = attempts.record()
             record = {**universe_fields(u), **record, "attempts": attempt, "versions": env}
-            final = {"key": key, "state": state, "record": record}
-            atomic_write(run / FINAL, lambda tmp: torch.save(final, tmp))
-            (run / CHECKPOINT).unlink(missing_ok=True)
-        clock.finish(slot, record["epochs_run"])
+            keep_final(run, key, state, record)
+        if slot not in stacked:
+            clock.finish(slot, record["epochs_run"])
         atomic_write(model_path, lambda tmp: torch.save(state, tmp))
         write_json(record_path, record)
         log.info("%s %s in %.2fs: %s%s", u["id"], u["params"], record["train_seconds"], record["status"],

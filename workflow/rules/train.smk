@@ -15,7 +15,10 @@ rule train:
         f"{OUT}/benchmark/train/r{{round}}_s{{shard}}_seed{{replicate}}.tsv"
     params:
         **(
-            {"model": config["model"], "training": {k: config["training"][k] for k in ("epochs", "device", "base_batch")}}
+            {"model": config["model"], "training": {
+                **{k: config["training"][k] for k in ("epochs", "device", "base_batch")},
+                # only when on, so that "off" leaves the params (and finished jobs) as before
+                **({"pack": config["training"]["pack"]} if config["training"]["pack"] != "off" else {})}}
             if BUILTIN
             else {
                 "training": {k: config["training"][k] for k in (TRAINER, "pythonpath", "device") if k in config["training"]},
