@@ -21,7 +21,6 @@ import argparse
 import time
 from pathlib import Path
 
-import numpy as np
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]

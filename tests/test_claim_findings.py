@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from multiverse import stats
-from multiverse.claims import comparison, expected_best, trend
+from multiverse.claims import common, comparison, expected_best, trend
 from multiverse.claims.common import Context, reference_universes
 from multiverse.gp import IDENTITY
 from multiverse.report import claims_table
@@ -125,9 +125,8 @@ def test_finding_11_a_trend_reports_the_family_probability_from_joint_samples():
     # the Frechet bounds of a joint probability from the same samples
     assert max(0.0, 1 - sum(1 - p for p in ps)) - 1e-12 <= family["p_all"] <= min(ps) + 1e-12
     assert family["p_all"] < min(ps)  # a family is harder to pass than its weakest member here
-    result = {"statement": "m rises", "type": "trend", "claim": claim, "family": family, "gp": answers[0],
-              "observed": stats.too_few(), "summary": "", "conditions": [
-                  {"label": c["label"], "gp": a, "observed": stats.too_few(), "summary": ""} for c, a in zip(conds, answers)]}
+    result = common.result(claim, "trend", "m rises", [common.reading(a, stats.too_few(), None, ">", c["label"])
+                                                       for c, a in zip(conds, answers)], family=family)
     table = claims_table([result])
     assert table.loc[0, "GP P(holds at every condition)"] == pytest.approx(round(family["p_all"], 3))
     assert table["GP P(holds at every condition)"].iloc[1:].isna().all()

@@ -36,7 +36,7 @@ DATASETS = BUNDLED_DATASETS + LOCAL_DATASETS
 #: first four are required. ``epochs`` or ``steps`` makes the budget a choice.
 TRAINING_DIMENSIONS = ("optimizer", "lr", "weight_decay", "batch_size", "momentum", "eps", "lr_scaling",
                        "warmup_epochs", "epochs", "steps", "width", "depth", "dropout")
-#: Levels of an ``lr_scaling`` dimension (:data:`multiverse.train.LR_SCALING`).
+#: Levels of an ``lr_scaling`` dimension (:data:`multiverse.nets.LR_SCALING`).
 LR_SCALING_RULES = ("none", "linear", "sqrt")
 #: The config's JSON schema, the one place its defaults are written.
 SCHEMA = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"

@@ -1,7 +1,7 @@
 """The metrics of a trained universe (rule ``metrics``): accuracy, loss and the
 generalisation gap, and optionally OOD accuracy and adaptive sharpness.
 
-The network is rebuilt with :func:`multiverse.train.make_model` and evaluated on the
+The network is rebuilt with :func:`multiverse.nets.make_model` and evaluated on the
 training device (``training.device``) in minibatches (:func:`multiverse.train.evaluate`):
 the data stay on the CPU and only each minibatch moves, so memory does not grow with the
 split.

@@ -17,7 +17,7 @@ docs: SGD, Adam, AdamW, RMSprop), so that in float64 a packed universe's weights
 its sequential twin's (:func:`multiverse.train.train_universe`) to rounding.
 
 What stays exactly as in the sequential trainer: each universe's initial weights
-(``torch.manual_seed(seed)``, then :func:`multiverse.train.make_model`), its minibatch
+(``torch.manual_seed(seed)``, then :func:`multiverse.nets.make_model`), its minibatch
 order (a generator seeded with its seed, one ``randperm`` per epoch), its per-epoch
 history and its divergence rule (a non-finite minibatch loss stops it before the
 update; so does a non-finite validation loss). Divergence stops one universe, not its
@@ -50,8 +50,8 @@ import torch
 from torch import nn
 
 from multiverse.errors import Preempted
-from multiverse.train import (DEFAULT_BASE_BATCH, DEFAULT_EPS, DEFAULT_MOMENTUM, as_tensors, budget, make_model,
-                              network, scaled_lr)
+from multiverse.nets import (DEFAULT_BASE_BATCH, DEFAULT_EPS, DEFAULT_MOMENTUM, as_tensors, budget, make_model,
+                             network, scaled_lr)
 
 #: Largest ratio of batch sizes inside one stack: the lockstep idles a universe for at
 #: most 1 - 1/BATCH_RATIO of an epoch's steps (the probe of issue 32: padding everyone

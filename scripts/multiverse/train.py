@@ -24,130 +24,20 @@ import numpy as np
 import torch
 from torch import nn
 
+from multiverse import packed
 from multiverse.data import read_data
 from multiverse.entrypoint import Progress, ShardClock
 from multiverse.errors import Preempted
+from multiverse.nets import (  # noqa: F401  (make_model, scaled_lr re-exported: callers import them from here)
+    DEFAULT_BASE_BATCH, DEFAULT_EPS, DEFAULT_MOMENTUM, as_tensors, budget, make_model, network, scaled_lr)
 from multiverse.failures import ATTEMPTS, Attempts, failed_record, stop_requested  # noqa: F401  (failed_record re-exported)
 from multiverse.runtime import DeviceUnavailable, atomic_write, universe_fields, versions, write_json  # noqa: F401  (re-exported)
 from multiverse.runtime import resolve_device as node_device
-
-# Momentum of the "momentum" optimizer (SGD with heavy-ball momentum) when the space has
-# no ``momentum`` dimension, and the eps of adam/rmsprop without an ``eps`` one (torch's).
-DEFAULT_MOMENTUM = 0.9
-DEFAULT_EPS = 1e-8
-
 
 def resolve_device(device: str, log: logging.Logger | None = None) -> torch.device:
     """``cpu``, ``cuda`` or ``auto`` as a torch device (:func:`multiverse.runtime.resolve_device`:
     ``cuda`` without a GPU raises :class:`multiverse.runtime.DeviceUnavailable`)."""
     return torch.device(node_device(device, log))
-
-
-#: Network families (``model.arch``). All take flat features; ``cnn`` and ``resnet18``
-#: reshape them to the dataset's image shape (:data:`multiverse.data.IMAGE_SHAPES`).
-ARCHS = ("mlp", "cnn", "resnet18")
-#: How ``lr_scaling`` ties the learning rate to the batch (Goyal et al. 2017: linear;
-#: Hoffer et al. 2017 / Krizhevsky 2014: square root): lr x (batch / base_batch) ** power.
-LR_SCALING = {"none": 0.0, "linear": 1.0, "sqrt": 0.5}
-#: The batch at which ``lr`` is the learning rate itself under a scaling rule.
-DEFAULT_BASE_BATCH = 128
-
-
-def make_model(
-    n_in: int, n_classes: int, width: int, depth: int, arch: str = "mlp", shape: Sequence[int] | None = None,
-    dropout: float | None = None,
-) -> nn.Module:
-    """The universe's network (``dropout``: the drop probability of a ``dropout``
-    dimension, after each hidden layer of the MLP and before the last layer of the CNN
-    and ResNet; None: no dropout layer).
-
-    - ``mlp``: ``depth`` hidden ReLU layers of ``width`` units.
-    - ``cnn``: a small CNN for image data: ``depth`` blocks of 3x3 convolution (``width``
-      channels, doubling per block), ReLU and 2x2 max-pooling while the image is at least
-      2 pixels wide, then global average pooling and a linear layer.
-    - ``resnet18``: the CIFAR variant of ResNet-18 (He et al. 2016; 3x3 stem, no max-pool,
-      four stages of two basic blocks) with ``width`` base channels (64 is the usual
-      network, 11.2 M parameters for 10 classes); ``depth`` is not used.
-      Hand-written because torchvision does not install beside the pinned torch 2.13.0
-      CPU build here (PyPI's torchvision 0.28.0 fails to import: "operator
-      torchvision::nms does not exist"; a matching pair is torch 2.14.1's 5.5 GB CUDA build).
-    """
-    if arch == "mlp":
-        layers: list[nn.Module] = []
-        for i in range(depth):
-            layers += [nn.Linear(n_in if i == 0 else width, width), nn.ReLU()]
-            if dropout is not None:
-                layers.append(nn.Dropout(dropout))
-        layers.append(nn.Linear(width if depth else n_in, n_classes))
-        return nn.Sequential(*layers)
-    if shape is None or math.prod(shape) != n_in:
-        raise ValueError(f"model.arch {arch!r} needs the images' (channels, height, width), got {shape} for {n_in} features")
-    c, h, _ = (int(v) for v in shape)
-    if arch == "cnn":
-        layers = [nn.Unflatten(1, tuple(int(v) for v in shape))]
-        for i in range(depth):
-            out = width * 2**i
-            layers += [nn.Conv2d(c, out, 3, padding=1), nn.ReLU()]
-            if h >= 2:
-                layers.append(nn.MaxPool2d(2))
-                h //= 2
-            c = out
-        layers += [nn.AdaptiveAvgPool2d(1), nn.Flatten()]
-        layers += [nn.Dropout(dropout)] if dropout is not None else []
-        layers.append(nn.Linear(c, n_classes))
-        return nn.Sequential(*layers)
-    if arch == "resnet18":
-        return nn.Sequential(nn.Unflatten(1, tuple(int(v) for v in shape)), ResNet18(c, n_classes, width, dropout))
-    raise ValueError(f"config key 'model.arch': expected one of {list(ARCHS)}, got {arch!r}")
-
-
-class BasicBlock(nn.Module):
-    """Two 3x3 convolutions with batch norm and an identity (or 1x1 projection) shortcut."""
-
-    def __init__(self, c_in: int, c_out: int, stride: int):
-        super().__init__()
-        self.body = nn.Sequential(
-            nn.Conv2d(c_in, c_out, 3, stride, 1, bias=False), nn.BatchNorm2d(c_out), nn.ReLU(),
-            nn.Conv2d(c_out, c_out, 3, 1, 1, bias=False), nn.BatchNorm2d(c_out),
-        )
-        self.shortcut = (nn.Identity() if stride == 1 and c_in == c_out else
-                         nn.Sequential(nn.Conv2d(c_in, c_out, 1, stride, bias=False), nn.BatchNorm2d(c_out)))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.relu(self.body(x) + self.shortcut(x))
-
-
-class ResNet18(nn.Module):
-    """ResNet-18 for small images (see :func:`make_model`)."""
-
-    def __init__(self, channels: int, n_classes: int, width: int = 64, dropout: float | None = None):
-        super().__init__()
-        layers: list[nn.Module] = [nn.Conv2d(channels, width, 3, 1, 1, bias=False), nn.BatchNorm2d(width), nn.ReLU()]
-        c = width
-        for stage in range(4):
-            out = width * 2**stage
-            layers += [BasicBlock(c, out, 1 if stage == 0 else 2), BasicBlock(out, out, 1)]
-            c = out
-        head = [nn.Dropout(dropout)] if dropout is not None else []
-        self.features = nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(), *head)
-        self.fc = nn.Linear(c, n_classes)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc(self.features(x))
-
-
-def network(params: Mapping[str, Any], width: int, depth: int) -> tuple[int, int, float | None]:
-    """A universe's ``(width, depth, dropout)``: its ``width``, ``depth`` and ``dropout``
-    dimensions where the space has them, else ``model.width``, ``model.depth`` and no dropout."""
-    return (int(params["width"]) if params.get("width") is not None else width,
-            int(params["depth"]) if params.get("depth") is not None else depth,
-            float(params["dropout"]) if params.get("dropout") is not None else None)
-
-
-def scaled_lr(lr: float, batch_size: int, rule: str | None, base_batch: int = DEFAULT_BASE_BATCH) -> float:
-    """The learning rate a universe trains with: ``lr`` scaled to its batch by ``rule``
-    (:data:`LR_SCALING`; None when the space has no ``lr_scaling`` dimension)."""
-    return lr * (batch_size / base_batch) ** LR_SCALING[rule or "none"]
 
 
 def make_optimizer(
@@ -202,20 +92,6 @@ def evaluate(model: nn.Module, X: torch.Tensor, y: torch.Tensor, *, batch: int =
     return correct / n, loss_sum / n
 
 
-def as_tensors(data: Mapping[str, np.ndarray], device: torch.device) -> tuple[dict[str, torch.Tensor], tuple | None]:
-    """The splits as tensors on ``device``, and the images' shape (None if not recorded)."""
-    shape = tuple(int(v) for v in data["shape"]) if "shape" in data else None
-    return {k: torch.as_tensor(v, device=device) for k, v in data.items() if k != "shape"}, shape
-
-
-def budget(params: Mapping[str, Any], epochs: int, n_train: int) -> tuple[int, int]:
-    """A universe's ``(optimizer steps per epoch, optimizer steps)``: ``epochs`` (or its own
-    ``epochs`` dimension) of ``ceil(n_train / batch_size)`` steps, or its ``steps`` dimension."""
-    per_epoch = math.ceil(n_train / int(params["batch_size"]))
-    steps = int(params["steps"]) if params.get("steps") is not None else int(params.get("epochs") or epochs) * per_epoch
-    return per_epoch, steps
-
-
 def planned_epochs(params: Mapping[str, Any], epochs: int, n_train: int) -> int | None:
     """The epochs a universe plans (fewer if it diverges); None where its params do not
     say (it will fail)."""
@@ -232,7 +108,8 @@ def planned_epochs(params: Mapping[str, Any], epochs: int, n_train: int) -> int 
 #: shard is.
 CHECKPOINT, FINAL = "checkpoint.pt", "final.pt"
 #: This module's code, part of what a checkpoint must match (:func:`universe_key`).
-CODE_DIGEST = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
+CODE_DIGEST = hashlib.sha256(b"".join((Path(__file__).parent / name).read_bytes()
+                                       for name in ("train.py", "nets.py", "packed.py"))).hexdigest()[:16]
 
 
 def data_digest(data: Mapping[str, np.ndarray]) -> str:
@@ -492,7 +369,6 @@ def train_stacks(data: Mapping[str, np.ndarray], universes: Sequence[Mapping[str
     A stack keeps no checkpoint: a job stopped (SIGTERM, between epochs) or killed inside
     one trains it afresh when it runs again, to the same result on the CPU. A stack that
     raises is logged and its universes train one at a time, under their attempts."""
-    from multiverse import packed  # deferred: packed imports this module (its make_model, budget, ...)
 
     pending = [i for i, u in enumerate(universes) if packed.packable(u["params"], model["arch"])
                and read_saved(runs[i] / FINAL, keys[i], log, FINAL_FIELDS) is None]
