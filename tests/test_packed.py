@@ -114,3 +114,45 @@ def test_a_shard_under_pack_auto_stacks_what_it_can_and_keeps_per_universe_outpu
     assert all(torch.equal(a, b) for a, b in zip(load("packed", 2).values(), load("alone", 2).values()))
     assert "pack_size" not in read("packed", 2) and "pack_size" not in read("alone", 0)
     assert not list((tmp_path / "packed").rglob("run"))  # the shard is done: no run/ folder left
+
+
+def test_a_stop_request_between_epochs_raises_preempted(digits):
+    """SIGTERM under the guard (should_stop) stops a stack before its next epoch; it keeps
+    no checkpoint, so the job's retry trains it afresh."""
+    from multiverse.errors import Preempted
+
+    asked = []
+
+    def should_stop():
+        asked.append(1)
+        return len(asked) > 1  # after the first epoch
+
+    with pytest.raises(Preempted, match="before epoch 2"):
+        packed.train_stack(digits, UNIVERSES[:2], SEEDS[:2], should_stop=should_stop, **KW)
+
+
+def test_a_stack_that_raises_falls_back_to_one_universe_at_a_time(digits, tmp_path, config, caplog, monkeypatch):
+    """A fault injected into the stacked trainer (as a CUDA error or a bug would raise):
+    the shard logs it and trains the stack's universes one at a time, to the same bytes
+    as pack: off."""
+    import logging
+
+    from conftest import three_universe_shard
+
+    from multiverse.train import train_shard
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("injected fault in the stack")
+
+    _, shard_args = three_universe_shard(tmp_path, digits, config, [UNIVERSES[0], UNIVERSES[2], UNIVERSES[3]])
+    log = logging.getLogger("test")
+    with caplog.at_level(logging.INFO):
+        for folder, pack in (("alone", "off"), ("fallback", "auto")):
+            if pack == "auto":
+                monkeypatch.setattr(packed, "train_stack", broken)
+            args = shard_args(folder, log=log)
+            train_shard(**{**args, "training": {**args["training"], "epochs": 2, "pack": pack}})
+    assert "injected fault in the stack" in caplog.text and "training them one at a time" in caplog.text
+    for k in range(3):
+        a, b = (torch.load(tmp_path / f / f"u{k}" / "model.pt", weights_only=True) for f in ("alone", "fallback"))
+        assert all(torch.equal(a[n], b[n]) for n in a)
