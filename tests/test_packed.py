@@ -101,8 +101,8 @@ def test_a_shard_under_pack_auto_stacks_what_it_can_and_keeps_per_universe_outpu
     log = logging.getLogger("test")
     with caplog.at_level(logging.INFO):
         for folder, pack in (("packed", "auto"), ("alone", "off")):
-            args = shard_args(folder, log=log)
-            train_shard(**{**args, "training": {**args["training"], "epochs": 2, "pack": pack}})
+            args = shard_args(folder, log=log)  # device auto: the stack runs on the device the shard resolved
+            train_shard(**{**args, "training": {**args["training"], "epochs": 2, "pack": pack, "device": "auto"}})
     assert "stack of 2 trained" in caplog.text
     load = lambda folder, k: torch.load(tmp_path / folder / f"u{k}" / "model.pt", weights_only=True)  # noqa: E731
     read = lambda folder, k: json.loads((tmp_path / folder / f"u{k}" / "train.json").read_text())  # noqa: E731
@@ -156,3 +156,60 @@ def test_a_stack_that_raises_falls_back_to_one_universe_at_a_time(digits, tmp_pa
     for k in range(3):
         a, b = (torch.load(tmp_path / f / f"u{k}" / "model.pt", weights_only=True) for f in ("alone", "fallback"))
         assert all(torch.equal(a[n], b[n]) for n in a)
+
+
+def test_a_stack_that_kills_its_worker_is_recorded_and_its_universes_train_one_at_a_time(
+        digits, tmp_path, config, monkeypatch):
+    """Under the train job's guard (multiverse.failures.guard), a stack whose process is
+    killed (SIGKILL, as the OOM killer would) is recorded in its own attempts file; the
+    guard's next worker trains the stack's universes one at a time, so the shard
+    finishes, bitwise as pack: off."""
+    import logging
+    import os
+    import signal
+
+    from conftest import three_universe_shard
+
+    from multiverse.failures import guard
+    from multiverse.train import train_shard
+
+    def killed(*args, **kwargs):
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    _, shard_args = three_universe_shard(tmp_path, digits, config, [UNIVERSES[0], UNIVERSES[2], UNIVERSES[3]])
+    handler = logging.FileHandler(tmp_path / "guarded.log")  # the forked workers' lines come back through a file
+    log = logging.getLogger("guarded")
+    log.setLevel(logging.INFO)
+    log.addHandler(handler)
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)  # GNU OpenMP is not fork-safe after multi-threaded work (see test_failures)
+    try:
+        alone = shard_args("alone", log=log)
+        train_shard(**{**alone, "training": {**alone["training"], "epochs": 2}})
+        monkeypatch.setattr(packed, "train_stack", killed)
+        args = shard_args("guarded", log=log)
+        guard(lambda: train_shard(**{**args, "training": {**args["training"], "epochs": 2, "pack": "auto"}}), log,
+              retries=1)
+    finally:
+        torch.set_num_threads(before)
+        log.removeHandler(handler)
+        handler.close()
+    text = (tmp_path / "guarded.log").read_text()
+    assert "universe stack of r0u000, r0u002, r0u001 failed (attempt 1 of 2): died" in text, text  # by batch size
+    assert "a stack of ['r0u000', 'r0u002', 'r0u001'] failed before" in text
+    for k in range(3):
+        a, b = (torch.load(tmp_path / f / f"u{k}" / "model.pt", weights_only=True) for f in ("alone", "guarded"))
+        assert all(torch.equal(a[n], b[n]) for n in a)
+        assert json.loads((tmp_path / "guarded" / f"u{k}" / "train.json").read_text())["status"] == "ok"
+    assert not list((tmp_path / "guarded").rglob("run"))
+
+
+def test_pack_off_may_be_written_bare_in_yaml(config):
+    """YAML reads a bare `off` as false: the config takes it, and it means off."""
+    import yaml
+
+    from multiverse.config import with_defaults
+
+    bare = yaml.safe_load("pack: off")["pack"]
+    assert bare is False
+    assert with_defaults({**config, "training": {**config["training"], "pack": bare}})["training"]["pack"] is False

@@ -157,11 +157,12 @@ class Attempts:
     guard, and a rerun of the job, knows which universe a dead worker was training).
 
     An attempt that was running when the whole job ended (a kill of the job, a
-    preemption) is not counted: that was not the universe's doing."""
+    preemption) is not counted: that was not the universe's doing. ``name``: the file's
+    name (a stack of packed universes keeps its own, :data:`multiverse.train.STACK`)."""
 
     def __init__(self, run_dir: str | Path, key: Mapping[str, Any], universe: Mapping[str, Any],
-                 log: logging.Logger):
-        self.path = Path(run_dir) / ATTEMPTS
+                 log: logging.Logger, name: str = ATTEMPTS):
+        self.path = Path(run_dir) / name
         self.key, self.universe, self.log = json.loads(json.dumps(key)), universe, log
         self.failed: list[dict[str, Any]] = []
         if self.path.exists():

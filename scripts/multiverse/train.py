@@ -30,7 +30,7 @@ from multiverse.entrypoint import Progress, ShardClock
 from multiverse.errors import Preempted
 from multiverse.nets import (  # noqa: F401  (make_model, scaled_lr re-exported: callers import them from here)
     DEFAULT_BASE_BATCH, DEFAULT_EPS, DEFAULT_MOMENTUM, as_tensors, budget, make_model, network, scaled_lr)
-from multiverse.failures import ATTEMPTS, Attempts, failed_record, stop_requested  # noqa: F401  (failed_record re-exported)
+from multiverse.failures import ATTEMPTS, Attempts, cause_of, failed_record, stop_requested  # noqa: F401  (failed_record re-exported)
 from multiverse.runtime import DeviceUnavailable, atomic_write, universe_fields, versions, write_json  # noqa: F401  (re-exported)
 from multiverse.runtime import resolve_device as node_device
 
@@ -107,6 +107,8 @@ def planned_epochs(params: Mapping[str, Any], epochs: int, n_train: int) -> int 
 #: ``checkpoint_every`` epochs, and its weights and record once it is done, until its
 #: shard is.
 CHECKPOINT, FINAL = "checkpoint.pt", "final.pt"
+#: A stack's attempts (``training.pack: auto``), in its first universe's ``run/`` folder.
+STACK = "stack.json"
 #: This module's code, part of what a checkpoint must match (:func:`universe_key`).
 CODE_DIGEST = hashlib.sha256(b"".join((Path(__file__).parent / name).read_bytes()
                                        for name in ("train.py", "nets.py", "packed.py"))).hexdigest()[:16]
@@ -359,7 +361,7 @@ def keep_final(run: Path, key: Mapping[str, Any], state: Mapping[str, torch.Tens
 
 def train_stacks(data: Mapping[str, np.ndarray], universes: Sequence[Mapping[str, Any]], model: Mapping[str, Any],
                  training: Mapping[str, Any], runs: Sequence[Path], keys: Sequence[Mapping[str, Any]],
-                 log: logging.Logger, clock: ShardClock, env: Mapping[str, Any]) -> set[int]:
+                 log: logging.Logger, clock: ShardClock, env: Mapping[str, Any], device: torch.device) -> set[int]:
     """``training.pack: auto``: train the shard's universes that :func:`multiverse.packed.packable`
     allows and that no earlier run of the shard finished as stacked ensembles
     (:func:`multiverse.packed.stacks`; a stack of one trains alone, as the rest do), and
@@ -367,8 +369,12 @@ def train_stacks(data: Mapping[str, np.ndarray], universes: Sequence[Mapping[str
     :func:`train_shard` then finds it. Returns the slots trained here.
 
     A stack keeps no checkpoint: a job stopped (SIGTERM, between epochs) or killed inside
-    one trains it afresh when it runs again, to the same result on the CPU. A stack that
-    raises is logged and its universes train one at a time, under their attempts."""
+    one trains it afresh when it runs again, to the same result on the CPU. A stack has
+    its own attempts file (:data:`STACK`), so that under :func:`multiverse.failures.guard`
+    a stack that raises, kills its worker or runs past ``training.timeout`` (one
+    universe's limit: a stack of K takes longer) is recorded; then, in this worker or the
+    next, its universes train one at a time under their own attempts, as with ``pack:
+    off``."""
 
     pending = [i for i, u in enumerate(universes) if packed.packable(u["params"], model["arch"])
                and read_saved(runs[i] / FINAL, keys[i], log, FINAL_FIELDS) is None]
@@ -379,7 +385,14 @@ def train_stacks(data: Mapping[str, np.ndarray], universes: Sequence[Mapping[str
         if len(slots) < 2:
             continue
         ids = [universes[s]["id"] for s in slots]
-
+        # the stack's attempts, so that the guard knows what a dead or overrunning worker was training
+        attempts = Attempts(runs[slots[0]], {"stack": [keys[s] for s in slots]},
+                            {"id": "stack of " + ", ".join(ids), "seed": [universes[s]["seed"] for s in slots],
+                             "params": [universes[s]["params"] for s in slots]}, log, name=STACK)
+        if attempts.failed:
+            log.warning("a stack of %s failed before (%s): training them one at a time", ids,
+                        attempts.failed[-1]["error"])
+            continue
         last = [0.0] * len(slots)
 
         def progress(k: int, entry: Mapping[str, float], slots=slots, last=last) -> None:
@@ -387,22 +400,26 @@ def train_stacks(data: Mapping[str, np.ndarray], universes: Sequence[Mapping[str
             clock.epoch(slots[k], entry["epoch"], (entry["seconds"] - last[k]) / len(slots))
             last[k] = entry["seconds"]
 
+        attempts.start(1)
         try:
             out = packed.train_stack(
                 data, [universes[s]["params"] for s in slots], [universes[s]["seed"] for s in slots],
-                epochs=training["epochs"], width=model["width"], depth=model["depth"], device=training["device"],
+                epochs=training["epochs"], width=model["width"], depth=model["depth"], device=device,
                 base_batch=training["base_batch"], progress=progress, should_stop=stop_requested)
         except Preempted:
             raise
         except Exception as err:  # noqa: BLE001  (its universes train one at a time instead)
             log.warning("stack of %s failed (%s: %s): training them one at a time", ids, type(err).__name__, err)
+            attempts.fail(cause_of(err), f"{type(err).__name__}: {err}")
             continue
+        attempts.succeed()
         for s, (state, record) in zip(slots, out):
             u = universes[s]
             record = {**universe_fields(u), **record, "attempts": 1, "versions": env}
             keep_final(runs[s], keys[s], state, record)
             clock.finish(s, record["epochs_run"])
             done.add(s)
+        attempts.clear()
         log.info("stack of %d trained in %.2fs: %s", len(slots), sum(r["train_seconds"] for _, r in out), ", ".join(
             f"{i} {r['status']}" for i, (_, r) in zip(ids, out)))
     return done
@@ -447,14 +464,14 @@ def train_shard(
     env = versions(["torch", "numpy"])
     clock = ShardClock([planned_epochs(u["params"], training["epochs"], len(data["y_train"])) for u in universes])
     digest = data_digest(data)  # once per shard, for every universe's key
-    pack = training.get("pack", "off")
+    pack = "auto" if training.get("pack") == "auto" else "off"  # YAML reads a bare off as false
     runs = [Path(r).parent / "run" for r in record_paths]
     keys = [{"universe": universe_fields(u), **({"pack": pack} if pack != "off" else {}), **universe_key(
         digest, u["params"], seed=u["seed"], epochs=training["epochs"], width=model["width"], depth=model["depth"],
         arch=model["arch"], base_batch=training["base_batch"], device=device.type)} for u in universes]
     stacked = set()
     if pack == "auto":
-        stacked = train_stacks(data, universes, model, training, runs, keys, log, clock, env)
+        stacked = train_stacks(data, universes, model, training, runs, keys, log, clock, env, device)
     for slot, (u, model_path, record_path) in enumerate(zip(universes, model_paths, record_paths)):
         run, key = runs[slot], keys[slot]
         kept = read_saved(run / FINAL, key, log, FINAL_FIELDS)
@@ -483,7 +500,7 @@ def train_shard(
                  f" ({record['failure']}: {record['error']})" if record["status"] == "failed" else "")
     for record_path in record_paths:  # the shard is done: its declared outputs are what counts now
         run = Path(record_path).parent / "run"
-        for name in (CHECKPOINT, FINAL, ATTEMPTS):  # a checkpoint too, where a kill came between the two
+        for name in (CHECKPOINT, FINAL, ATTEMPTS, STACK):  # a checkpoint too, where a kill came between the two
             (run / name).unlink(missing_ok=True)
         if run.is_dir() and not any(run.iterdir()):
             run.rmdir()
