@@ -129,10 +129,20 @@ def scaled_lr(lr: float, batch_size: int, rule: str | None, base_batch: int = DE
     return lr * (batch_size / base_batch) ** LR_SCALING[rule or "none"]
 
 
-def as_tensors(data: Mapping[str, np.ndarray], device: torch.device) -> tuple[dict[str, torch.Tensor], tuple | None]:
-    """The splits as tensors on ``device``, and the images' shape (None if not recorded)."""
+def as_tensors(data: Mapping[str, np.ndarray], device: torch.device,
+               dtype: torch.dtype | None = None) -> tuple[dict[str, torch.Tensor], tuple | None]:
+    """The splits as tensors on ``device`` (the features as ``dtype`` where given: the
+    equivalence tests' float64), and the images' shape (None if not recorded)."""
     shape = tuple(int(v) for v in data["shape"]) if "shape" in data else None
-    return {k: torch.as_tensor(v, device=device) for k, v in data.items() if k != "shape"}, shape
+    t = {k: torch.as_tensor(v, device=device) for k, v in data.items() if k != "shape"}
+    if dtype is not None:
+        t = {k: (v.to(dtype) if v.is_floating_point() else v) for k, v in t.items()}
+    return t, shape
+
+
+def count_classes(t: Mapping[str, torch.Tensor]) -> int:
+    """The number of classes: one more than the largest label of any split."""
+    return int(max(t["y_train"].max(), t["y_val"].max(), t["y_test"].max()).item()) + 1
 
 
 def budget(params: Mapping[str, Any], epochs: int, n_train: int) -> tuple[int, int]:

@@ -50,8 +50,8 @@ import torch
 from torch import nn
 
 from multiverse.errors import Preempted
-from multiverse.nets import (DEFAULT_BASE_BATCH, DEFAULT_EPS, DEFAULT_MOMENTUM, as_tensors, budget, make_model,
-                             network, scaled_lr)
+from multiverse.nets import (DEFAULT_BASE_BATCH, DEFAULT_EPS, DEFAULT_MOMENTUM, as_tensors, budget, count_classes,
+                             make_model, network, scaled_lr)
 
 #: Largest ratio of batch sizes inside one stack: the lockstep idles a universe for at
 #: most 1 - 1/BATCH_RATIO of an epoch's steps (the probe of issue 32: padding everyone
@@ -292,10 +292,8 @@ def train_stack(
                           should_stop=should_stop)
         back = {i: r for i, r in zip(perm, out)}
         return [back[i] for i in range(k)]
-    t, shape = as_tensors(data, dev)
-    if dtype is not None:
-        t = {name: (v.to(dtype) if v.is_floating_point() else v) for name, v in t.items()}
-    n_classes = int(max(t["y_train"].max(), t["y_val"].max(), t["y_test"].max()).item()) + 1
+    t, shape = as_tensors(data, dev, dtype)
+    n_classes = count_classes(t)
     nets = {network(p, width, depth) for p in params}
     if len(nets) != 1:
         raise ValueError(f"a stack shares one network (width, depth, dropout), got {sorted(nets, key=str)}")

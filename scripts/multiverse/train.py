@@ -29,7 +29,8 @@ from multiverse.data import read_data
 from multiverse.entrypoint import Progress, ShardClock
 from multiverse.errors import Preempted
 from multiverse.nets import (  # noqa: F401  (make_model, scaled_lr re-exported: callers import them from here)
-    DEFAULT_BASE_BATCH, DEFAULT_EPS, DEFAULT_MOMENTUM, as_tensors, budget, make_model, network, scaled_lr)
+    DEFAULT_BASE_BATCH, DEFAULT_EPS, DEFAULT_MOMENTUM, as_tensors, budget, count_classes, make_model, network,
+    scaled_lr)
 from multiverse.failures import ATTEMPTS, Attempts, cause_of, failed_record, stop_requested  # noqa: F401  (failed_record re-exported)
 from multiverse.runtime import DeviceUnavailable, atomic_write, universe_fields, versions, write_json  # noqa: F401  (re-exported)
 from multiverse.runtime import resolve_device as node_device
@@ -226,10 +227,8 @@ def train_universe(
         torch.use_deterministic_algorithms(True, warn_only=True)
         torch.cuda.reset_peak_memory_stats(dev)
     torch.manual_seed(seed)
-    t, shape = as_tensors(data, dev)
-    if dtype is not None:
-        t = {name: (v.to(dtype) if v.is_floating_point() else v) for name, v in t.items()}
-    n_classes = int(max(t["y_train"].max(), t["y_val"].max(), t["y_test"].max()).item()) + 1
+    t, shape = as_tensors(data, dev, dtype)
+    n_classes = count_classes(t)
     width, depth, dropout = network(params, width, depth)
     model = make_model(t["X_train"].shape[1], n_classes, width, depth, arch, shape, dropout).to(dev)
     if dtype is not None:
