@@ -102,7 +102,7 @@ def analyse(df: pd.DataFrame, config: Mapping[str, Any], sensitivity: bool = Tru
     sens = {m: sobol_indices(s.sample, space, rep["sobol_points"], min(64, rep["samples"]),
                              derive_seed(seed, 300 + k)) if s and sensitivity else None
             for k, (m, s) in enumerate(sur.items())}
-    ctx.sensitivity = sens if sensitivity else None
+    ctx.sensitivity = sens  # None per metric when left out: the correlation then reads its path signal alone
     results = judge_claims(config.get("claims", []), ctx, infl, diag)
     return {"claims": results, "sensitivity": sens, "diagnostics": diag, "influence": infl, "surrogates": sur,
             "divergence": divergence_summary(ctx.divergence, space, base_all), "space": space, "context": ctx}
