@@ -2,10 +2,12 @@
 the built-in trainer (multiverse.train.train_shard) or the user's own training
 (multiverse.entrypoint.train_user_shard), in a worker that the job guards
 (multiverse.failures.guard): a universe that kills its process or runs past
-training.timeout is recorded as failed and the shard goes on; SIGTERM saves and exits."""
+training.timeout is recorded as failed and the shard goes on; SIGTERM saves and exits.
+With training.per_device k, k lanes of the shard's universes train side by side, each
+in its own guarded process sharing the job's device (multiverse.failures.guard_lanes)."""
 import sys
 
-from multiverse.failures import ShardFailed, guard
+from multiverse.failures import ShardFailed, guard_lanes
 from multiverse.ids import with_replicate
 from multiverse.runtime import read_json, set_threads, step_logger
 
@@ -22,24 +24,30 @@ universes = [
 retries = snakemake.config["training"]["retries"]
 checkpoint_every = snakemake.config["training"]["checkpoint_every"]
 timeout = snakemake.config["training"].get("timeout")
+# universes at once, each lane with its share of the job's cores (Snakemake may have scaled them down)
+lanes = min(snakemake.config["training"].get("per_device", 1), len(universes)) or 1
+lane_threads = max(1, snakemake.threads // lanes)
 if "models" in snakemake.output.keys():
     from multiverse.train import train_shard  # noqa: E402  (torch after the thread settings)
 
-    def work():
+    def work(lane):
+        set_threads(lane_threads)
         train_shard(
             snakemake.input.data, universes, snakemake.params.model, snakemake.params.training,
             snakemake.output.models, snakemake.output.records, log, retries=retries, checkpoint_every=checkpoint_every,
+            lane=(lane, lanes),
         )
 else:
     from multiverse.entrypoint import train_user_shard
 
-    def work():
+    def work(lane):
+        set_threads(lane_threads)
         train_user_shard(
             universes, snakemake.params.training, snakemake.params.metrics, snakemake.output.records, log,
-            data_path=snakemake.input.get("data"), retries=retries,
+            data_path=snakemake.input.get("data"), retries=retries, lane=(lane, lanes),
         )
 try:
-    guard(work, log, retries=retries, timeout=timeout)
+    guard_lanes([lambda lane=lane: work(lane) for lane in range(lanes)], log, retries=retries, timeout=timeout)
 except ShardFailed as err:
     log.error("%s", err)
     sys.exit(f"train job failed: {err}")

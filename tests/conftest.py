@@ -140,3 +140,19 @@ def tiny_run(tmp_path_factory):
     res = snakemake(cwd, "--cores", "2")
     assert res.returncode == 0, res.stderr[-3000:]
     return cwd
+
+
+def svm_project(dest: Path, files: dict[str, str], overlay: dict) -> Path:
+    """The SVM example as shipped (its Snakefile uses the installed package's workflow)
+    in ``dest``, with ``files`` added (relative paths to their dedented text) and
+    ``overlay`` as ``tiny.yaml``; its folder."""
+    import json
+    import textwrap
+
+    project = dest / "svm_breast_cancer"
+    shutil.copytree(ROOT / "examples" / "svm_breast_cancer", project,
+                    ignore=shutil.ignore_patterns("__pycache__", "results", ".snakemake"))
+    for rel, text in files.items():
+        (project / rel).write_text(textwrap.dedent(text))
+    (project / "tiny.yaml").write_text(json.dumps(overlay))
+    return project

@@ -7,11 +7,9 @@ import logging
 import math
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
-import textwrap
 import threading
 import time
 import weakref
@@ -22,7 +20,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
-from conftest import ROOT, three_universe_shard, user_project
+from conftest import svm_project, three_universe_shard, user_project
 
 from multiverse import entrypoint as E
 from multiverse import failures as F
@@ -428,17 +426,11 @@ def train(kernel, C, gamma, data, seed, run_dir):
 def svm_study(tmp_path, name, faults, *targets):
     from test_examples import REPORT_SIZES
 
-    # the example as shipped: its Snakefile uses the installed package's workflow
-    project = tmp_path / name / "svm_breast_cancer"
-    shutil.copytree(ROOT / "examples" / "svm_breast_cancer", project,
-                    ignore=shutil.ignore_patterns("__pycache__", "results", ".snakemake"))
-    (project / "src" / "faulty_svm.py").write_text(textwrap.dedent(FAULTY_SVM))
-    if faults:
-        (project / "faults.json").write_text(json.dumps(faults))
     overlay = {"design": {"strategy": "sobol", "initial": 12, "rounds": 0, "batch": 4},
                "training": {"entrypoint": "faulty_svm:train", "shard_size": 4, "retries": 0, "timeout": 0.2},
                "report": REPORT_SIZES}
-    (project / "tiny.yaml").write_text(json.dumps(overlay))
+    files = {"src/faulty_svm.py": FAULTY_SVM, **({"faults.json": json.dumps(faults)} if faults else {})}
+    project = svm_project(tmp_path / name, files, overlay)
     res = subprocess.run([sys.executable, "-m", "snakemake", *targets, "--cores", "2", "--configfile", "tiny.yaml"],
                          cwd=project, capture_output=True, text=True, timeout=900)
     assert res.returncode == 0, (res.stdout + res.stderr)[-4000:]

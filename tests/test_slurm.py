@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import torch
-from conftest import make_checkout
+from conftest import ROOT, make_checkout, svm_project
 
 OUT = Path("results/tiny")
 
@@ -119,3 +119,64 @@ def test_sigterm_to_a_train_job_on_slurm_saves_and_the_retry_resumes_to_the_unin
         ra, rb = (json.loads((d / OUT / f"universes/r0/s0/u{k}/seed0/train.json").read_text()) for d in (cwd, local))
         assert ra["status"] == rb["status"] == "ok"
         assert [e["val_loss"] for e in ra["history"]] == [e["val_loss"] for e in rb["history"]]
+
+
+SPAN_SVM = '''
+import json, os, time
+from svm_study import train as svm_train
+
+def train(kernel, C, gamma, data, seed, run_dir):
+    """The example's SVM, writing when, where and with which share of the GPU it ran."""
+    start = time.time()
+    result = svm_train(kernel, C, gamma, data, seed)
+    time.sleep(2.0)  # long enough that a shard's two universes, if side by side, overlap
+    with open(os.path.join(run_dir, "span.json"), "w") as fh:
+        json.dump({"pid": os.getpid(), "start": start, "end": time.time(),
+                   **{k: os.environ.get(k) for k in ("MULTIVERSE_GPU_SHARE", "CUDA_VISIBLE_DEVICES")}}, fh)
+    return result
+'''
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not slurm_is_up(), reason="no SLURM cluster here: run .ci/slurm-up first (as root)")
+def test_per_device_k_universes_share_each_gpu_of_the_gres_cluster_and_give_the_local_results(tmp_path):
+    """training.per_device 2 on the GPU-shaped CI cluster (2 GPUs as GRES, 2 cores), with
+    `device: auto` and the user's own code: each train job asks SLURM for one GPU and
+    2 x training.threads cores, so a submission holds one shard (the node's cores run out
+    before its GPUs); the job's two universes train at once, in two processes that each see
+    the job's GPU and half of it; the table equals a local run's one universe at a time."""
+    overlay = {"design": {"strategy": "sobol", "initial": 4, "rounds": 0, "batch": 2},
+               "training": {"entrypoint": "span_svm:train", "shard_size": 2, "per_device": 2, "device": "auto",
+                            "gpus": 1, "threads": 1, "mem_mb": 1000, "retries": 0},
+               "cluster": {"gpus_per_node": 2, "cpus_per_node": 2, "mem_mb_per_node": 8000}}
+    target = "results/svm_breast_cancer/multiverse.parquet"
+    cwd = svm_project(tmp_path / "slurm", {"src/span_svm.py": SPAN_SVM}, overlay)
+    res = subprocess.run([sys.executable, "-m", "snakemake", target, "--configfile", "tiny.yaml",
+                          "--profile", str(ROOT / "profiles" / "slurm"), "--slurm-no-account",
+                          "--slurm-init-seconds-before-status-checks", "2"],
+                         cwd=cwd, capture_output=True, text=True, timeout=900)
+    log = res.stdout + res.stderr
+    assert res.returncode == 0, log[-4000:]
+    jobs = re.findall(r"Job (\S+) has been submitted with SLURM jobid (\d+)", log)
+    ids = {j: sbatch_view(j) for _, j in jobs}
+    gpu = [v for v in ids.values() if "gpu" in v.get("TresPerJob", "")]
+    assert len(gpu) == 2, {j: (v.get("JobName"), v.get("TresPerJob"), v.get("NumCPUs")) for j, v in ids.items()}
+    for v in gpu:  # one shard per submission: one GPU and 2 cores (per_device x threads)
+        assert v["TresPerJob"] == "gres:gpu:1" and v["NumCPUs"] == "2" and v["JobState"] == "COMPLETED", v
+    universes = cwd / "results/svm_breast_cancer/universes/r0"
+    for shard in (0, 1):
+        a, b = (json.loads((universes / f"s{shard}/u{k}/seed0/run/span.json").read_text()) for k in (0, 1))
+        assert a["pid"] != b["pid"] and a["start"] < b["end"] and b["start"] < a["end"], (a, b)
+        assert a["MULTIVERSE_GPU_SHARE"] == b["MULTIVERSE_GPU_SHARE"] == "0.5"
+        assert a["CUDA_VISIBLE_DEVICES"] == b["CUDA_VISIBLE_DEVICES"] is not None  # SLURM's one GPU, shared
+    train_log = (cwd / "results/svm_breast_cancer/logs/train/r0_s0_seed0.log").read_text()
+    assert "training on the CPU" in train_log  # device: auto, and the CI's GPUs are dummies
+    local = svm_project(tmp_path / "local", {"src/span_svm.py": SPAN_SVM},
+                        {"design": overlay["design"], "training": {**overlay["training"], "per_device": 1}})
+    res = subprocess.run([sys.executable, "-m", "snakemake", target, "--configfile", "tiny.yaml", "--cores", "2"],
+                         cwd=local, capture_output=True, text=True, timeout=900)
+    assert res.returncode == 0, (res.stdout + res.stderr)[-4000:]
+    df, ref = (pd.read_parquet(d / target).set_index("id") for d in (cwd, local))
+    timing = [c for c in df.columns if "seconds" in c or c in ("started", "finished")]
+    assert (df["status"] == "ok").all() and len(df) == 4
+    pd.testing.assert_frame_equal(df.drop(columns=timing), ref.drop(columns=timing))

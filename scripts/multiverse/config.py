@@ -112,7 +112,7 @@ def config_hash(config: Mapping[str, Any]) -> str:
 
 def multiverse_hash(config: Mapping[str, Any]) -> str:
     """Hash of what defines the universes and their results: everything but the claims,
-    the report settings, the parallelism (threads) and the scheduling (retries, time
+    the report settings, the parallelism (threads, per_device) and the scheduling (retries, time
     limits, checkpoints, resources, the cluster's node), so that editing a claim or moving to a
     cluster does not change the provenance of the table. Under ``design.strategy:
     gp-claims`` the claims and ``explore_share`` choose the universes, so they count;
@@ -122,7 +122,8 @@ def multiverse_hash(config: Mapping[str, Any]) -> str:
     core = {k: v for k, v in config.items() if k not in skip}
     for section in ("training", "design"):
         if section in core:
-            core[section] = {k: v for k, v in core[section].items() if k not in ("threads", "retries", "timeout", "checkpoint_every", "gpus", "budget")}
+            core[section] = {k: v for k, v in core[section].items() if k not in (
+                "threads", "per_device", "retries", "timeout", "checkpoint_every", "gpus", "budget")}
     if "design" in core:
         if core["design"].get("strategy") == "gp-claims":
             core["claims"] = config.get("claims", [])
@@ -218,18 +219,29 @@ def gpus_per_job(config: Mapping[str, Any]) -> int:
     return 1 if training["device"] == "cuda" else 0
 
 
+def train_job_size(config: Mapping[str, Any]) -> dict[str, int]:
+    """What one train job asks for: ``threads`` and ``mem_mb`` are one universe's
+    (``training.threads``, ``training.mem_mb``) times ``training.per_device``, the
+    universes it trains at once; ``gpus`` is :func:`gpus_per_job` (they share it)."""
+    training = config["training"]
+    k = training.get("per_device", 1)
+    return {"threads": training["threads"] * k, "mem_mb": training["mem_mb"] * k, "gpus": gpus_per_job(config)}
+
+
 def shards_per_submission(config: Mapping[str, Any]) -> int:
     """How many shards (a train job and its metrics job each) one cluster submission holds:
-    as many as fit the declared node (``cluster``) side by side, by GPUs, CPU cores
-    (``training.threads``) and memory (``training.mem_mb``); 1 without a declared node.
-    Raises :class:`ConfigError` when one job alone does not fit the node."""
+    as many as fit the declared node (``cluster``) side by side, by a train job's GPUs,
+    CPU cores and memory (:func:`train_job_size`; a metrics job, which follows it, asks
+    for no more); 1 without a declared node. Raises :class:`ConfigError` when one job
+    alone does not fit the node."""
     node = config.get("cluster")
     if not node:
         return 1
-    training = config["training"]
-    need = {"gpus": (gpus_per_job(config), node.get("gpus_per_node", 0), "training.gpus", "cluster.gpus_per_node"),
-            "cpus": (training["threads"], node["cpus_per_node"], "training.threads", "cluster.cpus_per_node"),
-            "mem": (training["mem_mb"], node["mem_mb_per_node"], "training.mem_mb", "cluster.mem_mb_per_node")}
+    size = train_job_size(config)
+    times = "" if config["training"].get("per_device", 1) == 1 else " x training.per_device"
+    need = {"gpus": (size["gpus"], node.get("gpus_per_node", 0), "training.gpus", "cluster.gpus_per_node"),
+            "cpus": (size["threads"], node["cpus_per_node"], "training.threads" + times, "cluster.cpus_per_node"),
+            "mem": (size["mem_mb"], node["mem_mb_per_node"], "training.mem_mb" + times, "cluster.mem_mb_per_node")}
     fits = []
     for job, capacity, key, node_key in need.values():
         if job > capacity:
@@ -425,6 +437,9 @@ def check_design(config: Mapping[str, Any], metrics: Mapping[str, Any]) -> None:
     for key, n in (("design.initial", design["initial"]), ("design.batch", design["batch"])):
         if n % shard:
             raise ConfigError(key, f"a multiple of training.shard_size ({shard})", n)
+    if config["training"].get("per_device", 1) > shard:
+        raise ConfigError("training.per_device", f"at most training.shard_size ({shard}): a train job trains at most "
+                          "its shard's universes at once", config["training"]["per_device"])
     for i, name in enumerate(design["outcomes"]):
         check_metric(name, f"design.outcomes[{i}]", metrics)
     for i, name in enumerate(config["report"]["metrics"]):

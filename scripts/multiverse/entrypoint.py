@@ -46,7 +46,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 from multiverse.errors import Preempted, UniverseDied, UniverseError  # noqa: F401  (UniverseError re-exported)
 from multiverse.failures import ATTEMPTS, TAIL_LINES, Attempts, die_with_parent, exit_words, stop_requested, with_output
-from multiverse.runtime import DeviceUnavailable, atomic_write, resolve_device, universe_fields, versions, write_json
+from multiverse.runtime import (
+    DeviceUnavailable, atomic_write, resolve_device, take_gpu_share, universe_fields, versions, write_json)
 
 
 def load(spec: str, pythonpath: Sequence[str] = (), base: str | Path = ".") -> Callable:
@@ -343,7 +344,7 @@ def read_kept(path: Path, key: Mapping[str, Any], declared: Mapping[str, Any], l
 
 def train_user_shard(universes: Sequence[Mapping[str, Any]], training: Mapping[str, Any],
                      declared: Mapping[str, Any], record_paths: Sequence[str], log: logging.Logger,
-                     data_path: str | None = None, retries: int = 1) -> None:
+                     data_path: str | None = None, retries: int = 1, lane: tuple[int, int] = (0, 1)) -> None:
     """Train each universe of a shard with the user's code and write its record (slot
     order): its identity, outcome, metrics (NaN for a failed one) and history. Each
     universe's ``run_dir`` is ``run/`` beside its record.
@@ -352,14 +353,21 @@ def train_user_shard(universes: Sequence[Mapping[str, Any]], training: Mapping[s
     until the whole shard is done: when a killed job runs again, a universe finished
     under the same identity, training and metrics is not trained again (logged as
     ``kept``). Resuming inside a universe is the user's code's own (from its ``run_dir``).
+    ``lane`` ``(i, k)``: only slots ``i, i + k, ...``, one of the k lanes of
+    ``training.per_device`` (:func:`multiverse.failures.guard_lanes`); an entry point on
+    CUDA gets its lane's share of the GPU's memory, a command reads it from the
+    environment (``MULTIVERSE_GPU_SHARE``).
     """
-    resolve_device(training.get("device", "cpu"), log)  # no GPU where one is asked for: stop before any universe
+    device = resolve_device(training.get("device", "cpu"), log)  # no GPU where one is asked for: stop before any universe
 
     universes = sorted(universes, key=lambda u: u["slot"])
     if [u["slot"] for u in universes] != list(range(len(record_paths))):
         raise ValueError(f"shard holds slots {[u['slot'] for u in universes]}, expected {len(record_paths)}")
+    universes, record_paths = (list(x)[lane[0]::lane[1]] for x in (universes, record_paths))
     fn = load(training["entrypoint"], training.get("pythonpath", [])) if training.get("entrypoint") else None
     data = read_prepared(data_path) if fn is not None else None
+    if fn is not None:  # in this process: cap its CUDA memory to the lane's share
+        take_gpu_share(device, log)
     env = versions(["numpy"])
     clock = ShardClock([None] * len(universes))
     for slot, (u, record_path) in enumerate(zip(universes, record_paths)):

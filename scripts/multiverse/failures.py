@@ -361,6 +361,115 @@ def guard(work: Callable[[], None], log: logging.Logger, *, retries: int, timeou
             signal.signal(s, handler)
 
 
+#: The environment a lane's processes (and a universe's command) see under
+#: ``training.per_device`` k: the lane's number (0..k-1) and its share of the device.
+LANE_ENV, SHARE_ENV = "MULTIVERSE_LANE", "MULTIVERSE_GPU_SHARE"
+
+
+def guard_lanes(works: Sequence[Callable[[], None]], log: logging.Logger, *, retries: int,
+                timeout: float | None = None, grace: float = 60.0, poll: float = 0.5) -> None:
+    """``training.per_device``: run each lane's ``work`` (a share of the shard's
+    universes) side by side, each in a forked *lane* process that runs it under its own
+    :func:`guard`, so that k universes train at once on the job's device, each in its
+    own process, and one that kills or hangs its worker costs only its lane a new worker.
+
+    A lane's processes see :data:`LANE_ENV` and :data:`SHARE_ENV` (``1/k``): the
+    built-in trainer and an entry point on CUDA cap their process's GPU memory to that
+    share (:func:`multiverse.runtime.take_gpu_share`), and a command reads it. JAX's
+    ``XLA_PYTHON_CLIENT_MEM_FRACTION`` is set to the same share where the user has not
+    set it, since JAX otherwise takes 75% of the GPU at its first step.
+
+    SIGTERM or SIGINT to the job reaches every lane (each saves and stops, as under
+    :func:`guard`), and the job exits with :data:`PREEMPTED_EXIT`. A lane that fails
+    outside any universe fails the job (:class:`ShardFailed`) once the other lanes have
+    finished: what they finished is kept for the rerun."""
+    if len(works) == 1 or not hasattr(os, "fork"):
+        for work in works:
+            guard(work, log, retries=retries, timeout=timeout, grace=grace, poll=poll)
+        return
+    share = 1.0 / len(works)
+    lanes: dict[int, int] = {}
+    for lane, work in enumerate(works):
+        sys.stdout.flush()
+        sys.stderr.flush()
+        parent = os.getpid()
+        pid = os.fork()
+        if pid == 0:
+            _run_lane(lane, share, work, log, parent, retries=retries, timeout=timeout, grace=grace, poll=poll)
+        lanes[pid] = lane
+    stopping: list[int] = []
+    previous = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+
+    def forward(signum, _frame):
+        if not stopping:
+            stopping.append(signum)
+        for pid in lanes:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except OSError:
+                pass
+
+    for s in previous:
+        signal.signal(s, forward)
+    statuses: dict[int, int] = {}
+    try:
+        while len(statuses) < len(lanes):
+            pid, code = os.wait()  # PEP 475: a forwarded signal does not interrupt the wait
+            if pid in lanes:
+                statuses[lanes[pid]] = os.waitstatus_to_exitcode(code)
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        for pid in lanes:  # the job itself is failing: its lanes go with it
+            if lanes[pid] not in statuses:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                    os.waitpid(pid, 0)
+                except OSError:
+                    pass
+    if stopping or PREEMPTED_EXIT in statuses.values():
+        log.warning("the train job was asked to stop: exiting with status %d so that it runs again and resumes",
+                    PREEMPTED_EXIT)
+        raise SystemExit(PREEMPTED_EXIT)
+    failed = sorted(lane for lane, status in statuses.items() if status != 0)
+    if failed:
+        raise ShardFailed(f"lane{'s' if len(failed) > 1 else ''} {', '.join(map(str, failed))} of {len(lanes)} "
+                          f"failed outside any universe ({'; '.join(exit_words(statuses[f]) for f in failed)}): "
+                          "see the lines above")
+
+
+def _run_lane(lane: int, share: float, work: Callable[[], None], log: logging.Logger, parent: int,
+              **guarded: Any) -> None:
+    """A lane process (:func:`guard_lanes`): dies with the job, runs its work under
+    :func:`guard` and ends with 0, :data:`PREEMPTED_EXIT` or 1."""
+    status = 1
+    try:
+        _set_parent_death_signal()
+        if os.getppid() != parent:  # the job died before the line above
+            os._exit(1)
+        os.environ[LANE_ENV] = str(lane)
+        os.environ[SHARE_ENV] = f"{share:.6g}"
+        os.environ.setdefault("XLA_PYTHON_CLIENT_MEM_FRACTION", f"{share:.6g}")
+        for s in (signal.SIGTERM, signal.SIGINT):  # the job's handlers are not the lane's
+            signal.signal(s, signal.default_int_handler if s == signal.SIGINT else signal.SIG_DFL)
+        try:
+            guard(work, log, **guarded)
+            status = 0
+        except SystemExit as err:
+            status = err.code if isinstance(err.code, int) else 1
+        except ShardFailed as err:
+            log.error("lane %d: %s", lane, err)
+        except BaseException:  # noqa: BLE001  (told in the job's log; the job fails with it)
+            log.error("lane %d failed: %s", lane, traceback.format_exc())
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            logging.shutdown()
+        finally:
+            os._exit(status)
+
+
 def _watch(work, timeout, grace, poll, stopping, previous):
     """One worker's life: ``(status, running, tail, note)``: its exit status
     (:func:`exit_words`) or ``"timeout"``; the ``(attempts file, universe, attempt)`` it

@@ -98,6 +98,24 @@ def resolve_device(device: str, log: "logging.Logger | None" = None) -> str:
     return device
 
 
+def take_gpu_share(device: str, log: "logging.Logger | None" = None) -> float | None:
+    """Under ``training.per_device`` k (:func:`multiverse.failures.guard_lanes`), cap
+    this process's CUDA memory to its share of the GPU (``MULTIVERSE_GPU_SHARE``, 1/k)
+    with ``torch.cuda.set_per_process_memory_fraction``, so that k universes fit side by
+    side and one that outgrows its share runs out of memory alone (a failed universe,
+    cause "out of memory") rather than starving the others. The share, or None where
+    there is none to take (not a lane, not CUDA, no torch)."""
+    share = os.environ.get("MULTIVERSE_GPU_SHARE")
+    if not share or device != "cuda" or not ("torch" in sys.modules or _importable("torch")):
+        return None
+    import torch  # deferred: only a CUDA lane needs it (see resolve_device)
+
+    torch.cuda.set_per_process_memory_fraction(float(share))
+    if log is not None:
+        log.info("lane %s: this process may use %s of the GPU's memory", os.environ.get("MULTIVERSE_LANE"), share)
+    return float(share)
+
+
 def write_json(path: str | Path, obj: Any) -> None:
     def _write(tmp: str) -> None:
         with open(tmp, "w") as fh:

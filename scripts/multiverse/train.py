@@ -32,7 +32,8 @@ from multiverse.nets import (  # noqa: F401  (make_model, scaled_lr re-exported:
     DEFAULT_BASE_BATCH, DEFAULT_EPS, DEFAULT_MOMENTUM, as_tensors, budget, count_classes, make_model, network,
     scaled_lr)
 from multiverse.failures import ATTEMPTS, Attempts, cause_of, failed_record, stop_requested  # noqa: F401  (failed_record re-exported)
-from multiverse.runtime import DeviceUnavailable, atomic_write, universe_fields, versions, write_json  # noqa: F401  (re-exported)
+from multiverse.runtime import (  # noqa: F401  (DeviceUnavailable re-exported)
+    DeviceUnavailable, atomic_write, take_gpu_share, universe_fields, versions, write_json)
 from multiverse.runtime import resolve_device as node_device
 
 def resolve_device(device: str, log: logging.Logger | None = None) -> torch.device:
@@ -434,8 +435,11 @@ def train_shard(
     log: logging.Logger,
     retries: int = 1,
     checkpoint_every: int = 1,
+    lane: tuple[int, int] = (0, 1),
 ) -> None:
     """Train each universe of a shard and write its weights and record (slot order).
+    ``lane`` ``(i, k)``: only slots ``i, i + k, ...``, one of the k lanes of
+    ``training.per_device`` (:func:`multiverse.failures.guard_lanes`).
 
     A universe that fails is tried ``retries`` more times, then recorded as ``failed``
     with its cause (``failure``, :data:`multiverse.failures.CAUSES`) and error; one whose
@@ -460,6 +464,8 @@ def train_shard(
     universes = sorted(universes, key=lambda u: u["slot"])
     if [u["slot"] for u in universes] != list(range(len(model_paths))):
         raise ValueError(f"shard holds slots {[u['slot'] for u in universes]}, expected {len(model_paths)}")
+    universes, model_paths, record_paths = (list(x)[lane[0]::lane[1]] for x in (universes, model_paths, record_paths))
+    take_gpu_share(device.type, log)
     env = versions(["torch", "numpy"])
     clock = ShardClock([planned_epochs(u["params"], training["epochs"], len(data["y_train"])) for u in universes])
     digest = data_digest(data)  # once per shard, for every universe's key

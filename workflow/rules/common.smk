@@ -30,6 +30,7 @@ from multiverse.config import (  # noqa: E402
     round_sizes,
     shards_per_submission,
     study_metrics,
+    train_job_size,
     trainer,
 )
 
@@ -57,6 +58,8 @@ SLOTS = range(config["training"]["shard_size"])
 SEEDS = range(config["training"]["seeds"])
 RESOURCES = config["resources"]
 GPUS = gpus_per_job(config)
+# a train job: training.per_device universes at once, each with training.threads and mem_mb
+TRAIN_JOB = train_job_size(config)
 
 # On a cluster, a round's shards (each a train job and its metrics job) travel in
 # submissions of as many shards as fit the declared node side by side (`cluster:`,

@@ -1,7 +1,10 @@
 # Each job trains one shard of a design round under one seed: the built-in trainer
 # (multiverse.train) writes each universe's weights and record; a user's training
 # (training.entrypoint or training.command, multiverse.entrypoint) its record with its
-# metrics, and keeps its own artefacts in the universe's run/ folder.
+# metrics, and keeps its own artefacts in the universe's run/ folder. With
+# training.per_device k it trains k universes at once, each in its own process sharing
+# the job's device (multiverse.failures.guard_lanes), and asks for k times the cores and
+# memory of one universe (multiverse.config.train_job_size).
 rule train:
     input:
         design=f"{OUT}/design/round_{{round}}.json",
@@ -26,9 +29,9 @@ rule train:
             }
         ),
         seed=config["seed"],
-    threads: config["training"]["threads"]
+    threads: TRAIN_JOB["threads"]
     resources:
-        mem_mb=config["training"]["mem_mb"],
+        mem_mb=TRAIN_JOB["mem_mb"],
         runtime=config["training"]["runtime"],
         gpu=GPUS,
     group:

@@ -1,0 +1,153 @@
+"""training.per_device: k universes of a shard at once, each in its own guarded process
+sharing the job's device (multiverse.failures.guard_lanes), sized for Snakemake and SLURM
+(multiverse.config.train_job_size). Real forks, real signals, real torch training."""
+import json
+import logging
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from conftest import three_universe_shard, user_project
+
+from multiverse import entrypoint as E
+from multiverse import failures as F
+from multiverse.config import ConfigError, check_config, shards_per_submission, train_job_size
+from multiverse.train import train_shard
+
+DECLARED = {"val_acc": {"range": (0, 1)}, "loss": {"range": (0, None)}}
+
+SPANS = '''
+import json, os, signal, time
+
+def train(C, seed, run_dir, progress):
+    """Writes when and where it ran; C=2 kills its process, C=5 hangs."""
+    start = time.time()
+    if C == 2.0:
+        os.kill(os.getpid(), signal.SIGKILL)
+    time.sleep(3600 if C == 5.0 else 0.5)
+    progress(epoch=1, val_acc=0.5)
+    with open(os.path.join(run_dir, "span.json"), "w") as fh:
+        json.dump({"pid": os.getpid(), "lane": os.environ.get("MULTIVERSE_LANE"),
+                   "share": os.environ.get("MULTIVERSE_GPU_SHARE"), "start": start, "end": time.time()}, fh)
+    return {"val_acc": 0.5, "loss": C + seed / 100}
+'''
+
+
+@pytest.fixture(autouse=True)
+def one_torch_thread():
+    """Forks from pytest's process after earlier tests ran torch: one thread (see test_failures)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    yield from user_project(tmp_path, monkeypatch, "spans", {"src/spans.py": SPANS})
+
+
+def file_log(path: Path) -> logging.Logger:
+    log = logging.getLogger(f"lanes{time.monotonic_ns()}")
+    log.setLevel(logging.INFO)
+    log.addHandler(logging.FileHandler(path))
+    return log
+
+
+def user_shard(project: Path, Cs, lanes: int, folder: str, **guarded):
+    """A user shard of universes with these C's, as scripts/train.py runs it in ``lanes`` lanes."""
+    us = [{"id": f"r0u{i:03d}", "round": 0, "index": i, "shard": 0, "slot": i, "seed": 10 + i, "params": {"C": C}}
+          for i, C in enumerate(Cs)]
+    paths = [str(project / folder / f"u{i}" / "train.json") for i in range(len(Cs))]
+    training = {"entrypoint": "spans:train", "pythonpath": ["src"]}
+    log = file_log(project / f"{folder}.log")
+    works = [lambda lane=lane: E.train_user_shard(us, training, DECLARED, paths, log, retries=0, lane=(lane, lanes))
+             for lane in range(lanes)]
+    try:
+        F.guard_lanes(works, log, retries=0, **guarded)
+    finally:
+        for h in log.handlers:
+            h.close()
+    records = [json.loads(Path(p).read_text()) for p in paths]
+    spans = [json.loads(p.read_text()) if (p := Path(x).parent / "run" / "span.json").exists() else None
+             for x in paths]
+    return records, spans, (project / f"{folder}.log").read_text()
+
+
+def same_outcome(record):
+    return {k: v for k, v in record.items() if k not in ("train_seconds", "history")}
+
+
+def test_k_lanes_train_k_universes_at_once_each_in_its_own_process_with_its_share(project):
+    records, spans, log = user_shard(project, [1.0, 3.0, 4.0, 6.0], 2, "two")
+    alone, _, _ = user_shard(project, [1.0, 3.0, 4.0, 6.0], 1, "one")
+    # the same records as one universe after another
+    assert [same_outcome(r) for r in records] == [same_outcome(r) for r in alone]
+    assert all(r["status"] == "ok" for r in records)
+    # slots 0 and 2 in lane 0, 1 and 3 in lane 1: one process per lane, each told its share
+    assert [s["lane"] for s in spans] == ["0", "1", "0", "1"] and {s["share"] for s in spans} == {"0.5"}
+    assert spans[0]["pid"] == spans[2]["pid"] != spans[1]["pid"] == spans[3]["pid"] != os.getpid()
+    # the lanes ran side by side: each of lane 1's universes overlaps one of lane 0's
+    for a, b in ((0, 1), (2, 3)):
+        assert spans[a]["start"] < spans[b]["end"] and spans[b]["start"] < spans[a]["end"], spans
+
+
+def test_a_universe_that_kills_its_lanes_worker_is_a_failed_row_and_both_lanes_go_on(project):
+    records, spans, log = user_shard(project, [1.0, 2.0, 4.0, 6.0, 7.0, 8.0], 2, "kill")
+    assert [r["status"] for r in records] == ["ok", "failed", "ok", "ok", "ok", "ok"]
+    assert records[1]["failure"] == "died" and "SIGKILL" in records[1]["error"]
+    # lane 1 went on in a new worker: its universes after the killed one ran in another process
+    assert spans[3]["pid"] == spans[5]["pid"] != spans[0]["pid"] and spans[3]["lane"] == "1"
+    assert "trying again" not in log and "r0u001" in log
+
+
+def test_sigterm_to_the_job_stops_every_lane_and_exits_to_be_rerun(project):
+    """SLURM's preemption: the job's SIGTERM reaches each lane's worker; a universe that
+    does not stop within the grace is killed, and the job exits with PREEMPTED_EXIT."""
+    threading.Timer(1.5, os.kill, (os.getpid(), signal.SIGTERM)).start()
+    previous = signal.getsignal(signal.SIGTERM)
+    t0 = time.monotonic()
+    with pytest.raises(SystemExit) as stop:
+        user_shard(project, [5.0, 5.0], 2, "term", grace=1.0)
+    assert stop.value.code == F.PREEMPTED_EXIT and time.monotonic() - t0 < 30
+    assert signal.getsignal(signal.SIGTERM) is previous  # the job's own handler is back
+
+
+def test_the_built_in_trainer_in_two_lanes_writes_what_one_lane_writes_bitwise(tmp_path, digits, config):
+    params = [{"optimizer": "adam", "lr": 3e-3, "weight_decay": 1e-5, "batch_size": 64},
+              {"optimizer": "sgd", "lr": 0.05, "weight_decay": 0.0, "batch_size": 32},
+              {"optimizer": "rmsprop", "lr": 1e-3, "weight_decay": 1e-4, "batch_size": 128}]
+    _, shard_args = three_universe_shard(tmp_path, digits, config, params)
+    for folder, lanes in (("one", 1), ("two", 2)):
+        args = shard_args(folder, log=file_log(tmp_path / f"{folder}.log"), retries=0)
+        F.guard_lanes([lambda lane=lane, args=args: train_shard(**args, lane=(lane, lanes)) for lane in range(lanes)],
+                      args["log"], retries=0)
+    for k in range(3):
+        a, b = (torch.load(tmp_path / f / f"u{k}" / "model.pt") for f in ("one", "two"))
+        assert a.keys() == b.keys() and all(torch.equal(a[n], b[n]) for n in a)
+        ra, rb = (json.loads((tmp_path / f / f"u{k}" / "train.json").read_text()) for f in ("one", "two"))
+        assert ra["history"][-1]["val_acc"] == rb["history"][-1]["val_acc"] and ra["status"] == rb["status"] == "ok"
+    assert not any((tmp_path / "two").glob("u*/run"))  # each lane cleared its universes' run folders
+
+
+def test_a_train_job_asks_for_k_times_a_universes_cores_and_memory_and_one_gpu(config):
+    config["training"].update(device="cuda", threads=2, mem_mb=3000, per_device=3, shard_size=4)
+    assert train_job_size(config) == {"threads": 6, "mem_mb": 9000, "gpus": 1}
+    # a node of 4 GPUs, 24 cores: 4 jobs side by side, 3 universes on each GPU
+    config["cluster"] = {"gpus_per_node": 4, "cpus_per_node": 24, "mem_mb_per_node": 64000}
+    assert shards_per_submission(config) == 4
+    config["cluster"]["cpus_per_node"] = 12  # cores run out first
+    assert shards_per_submission(config) == 2
+    config["cluster"]["cpus_per_node"] = 4
+    with pytest.raises(ConfigError, match=r"training.threads x training.per_device.*cluster.cpus_per_node"):
+        shards_per_submission(config)
+
+
+def test_more_universes_at_once_than_a_shard_holds_is_refused_naming_the_key(config):
+    config["training"].update(per_device=8, shard_size=4)
+    with pytest.raises(ConfigError, match=r"training.per_device.*at most training.shard_size \(4\)"):
+        check_config(config)
