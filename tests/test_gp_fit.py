@@ -1,6 +1,7 @@
 """The report's surrogate on tables that break a plain GP fit."""
 import numpy as np
 import pandas as pd
+import torch
 
 from multiverse.space import SearchSpace
 from multiverse.surrogate import fit_surrogate
@@ -52,3 +53,32 @@ def test_an_ill_conditioned_table_is_fitted_after_a_retry():
         sur = fit_surrogate(df, SPACE, "val_acc", seed)
         m = sur.median([{"kernel": "rbf", "C": 1.0, "gamma": 1e-2}])
         assert np.isfinite(m).all() and 0 < m[0] < 1
+
+
+def test_the_dense_linear_kernel_is_gpytorchs_linear_kernel_to_rounding():
+    """gp.DenseLinearKernel only returns gpytorch's LinearKernel densely (so that Matern +
+    linear is one addition, not add_low_rank's re-derived root): a fitted report GP's
+    posterior mean and covariance equal those of the same GP with gpytorch's kernel."""
+    import copy
+
+    from gpytorch.kernels import LinearKernel
+
+    from multiverse import gp
+    from multiverse.space import SearchSpace
+
+    space = SearchSpace.from_config({"lr": {"type": "float", "low": 1e-4, "high": 1.0, "log": True},
+                                     "wd": {"type": "float", "low": 0.0, "high": 0.1},
+                                     "opt": {"type": "categorical", "choices": ["sgd", "adam"]}})
+    us = space.sobol(40, 3)
+    y = [0.5 + 0.1 * np.log10(u["lr"]) + (0.05 if u["opt"] == "adam" else 0.0) + u["wd"] for u in us]
+    model = gp.fit_gp(space, us, y, seed=0, kernel="matern+linear")
+    assert isinstance(model.covar_module.kernels[1].base_kernel, gp.DenseLinearKernel)
+    theirs = copy.deepcopy(model)
+    linear = LinearKernel()
+    linear.load_state_dict(model.covar_module.kernels[1].base_kernel.state_dict())
+    theirs.covar_module.kernels[1].base_kernel = linear
+    X = gp.features(space, space.sobol(300, 4), model)
+    with torch.no_grad():
+        a, b = model.posterior(X).distribution, theirs.posterior(X).distribution
+        torch.testing.assert_close(a.mean, b.mean, rtol=0, atol=1e-10)
+        torch.testing.assert_close(a.covariance_matrix, b.covariance_matrix, rtol=0, atol=1e-10)

@@ -448,6 +448,11 @@ class Drawn:
         self._cache[metric] = (own, ref, at_sample, pairs)
         return self._cache[metric]
 
+    def keep(self, metric: str, predictions: tuple) -> None:
+        """Hold ``metric``'s :meth:`predictions`, computed elsewhere (the report computes
+        each metric's in its own process, once for all the claims on it)."""
+        self._cache[metric] = predictions
+
     def observed(self, metric: str) -> np.ndarray:
         return np.asarray(self.values(metric), dtype=float)[self.sample.index]
 

@@ -28,7 +28,6 @@ retries or SLURM's requeue run it again, resuming from there (:class:`Preempted`
 
 from __future__ import annotations
 
-import ctypes
 import faulthandler
 import gc
 import json
@@ -44,6 +43,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from multiverse.errors import Preempted, ShardFailed, UniverseDied  # noqa: F401  (re-exported)
+from multiverse.runtime import set_parent_death_signal as _set_parent_death_signal
 from multiverse.runtime import write_json
 
 #: The causes of a failed universe, as the report's status table counts them.
@@ -255,16 +255,6 @@ def failure_line(universe: Mapping[str, Any], attempt: int, attempts: int, error
 
 
 # --- the guard ------------------------------------------------------------------------
-def _set_parent_death_signal() -> None:
-    """Linux: the kernel kills this process when its parent dies (a train job killed
-    with SIGKILL takes its worker and command with it)."""
-    if sys.platform.startswith("linux"):
-        try:
-            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-        except (OSError, AttributeError):
-            pass
-
-
 def die_with_parent() -> None:
     """For a command's ``preexec_fn``: it dies with the worker that started it."""
     _set_parent_death_signal()

@@ -57,6 +57,22 @@ CATEGORICAL = ("onehot", "kernel")
 KERNELS = ("rbf", "matern", "matern+linear")
 
 
+class DenseLinearKernel(LinearKernel):
+    """gpytorch's :class:`~gpytorch.kernels.LinearKernel` as a dense matrix.
+
+    gpytorch returns ``x x^T`` as a low-rank root, and a dense kernel matrix plus a
+    low-rank root is formed by ``add_low_rank``, which re-derives a root of the sum (a
+    Cholesky of the dense part, an SVD and N x N x N products) whether or not anything
+    needs one. The report's Matern + linear kernel paid that at every fitting step and
+    at every posterior over a point set: 19 of the trend's 26 s on 5,436 points, for a
+    matrix whose sum is one addition away (measured 2026-12-06; docs/benchmarks.md, "The
+    report rule's time"). The kernel, its hyperparameters and priors are gpytorch's."""
+
+    def forward(self, x1, x2, diag=False, last_dim_is_batch=False, **params):
+        out = super().forward(x1, x2, diag=diag, last_dim_is_batch=last_dim_is_batch, **params)
+        return out if diag else out.to_dense()
+
+
 def encoding(categorical: str) -> str:
     """The feature encoding of categorical dimensions that a GP of this kind reads."""
     return "onehot" if categorical == "onehot" else "index"
@@ -134,7 +150,7 @@ def fit_gp(
         lik = None if Yvar is not None else get_gaussian_likelihood_with_gamma_prior()
         covar = get_matern_kernel_with_gamma_prior(X.shape[-1])
         if kernel == "matern+linear":
-            covar = covar + ScaleKernel(LinearKernel())
+            covar = covar + ScaleKernel(DenseLinearKernel())
         model = SingleTaskGP(X, Y, train_Yvar=Yvar, input_transform=tf, likelihood=lik, covar_module=covar)
     else:
         model = SingleTaskGP(X, Y, train_Yvar=Yvar, input_transform=tf)

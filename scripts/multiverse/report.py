@@ -9,7 +9,8 @@ computes and tabulates.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from dataclasses import replace
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -22,7 +23,7 @@ from multiverse.claims.contract import ClaimResult
 from multiverse.config import report_metrics
 from multiverse.gp import MIN_FIT, dimension_grid, features, influence, loo_diagnostics, posterior_mean_std
 from multiverse.ids import derive_seed
-from multiverse.runtime import atomic_write, write_json
+from multiverse.runtime import atomic_write, fork_map, write_json
 from multiverse.sensitivity import sobol_indices
 from multiverse.space import SearchSpace
 from multiverse.surrogate import fit_divergence, fit_surrogates, per_universe, universes_of
@@ -39,15 +40,15 @@ def divergence_summary(divergence, space: SearchSpace, reference: Sequence[Mappi
     return {"share": float((p >= 0.5).mean()), "regions": regions, "p": p.tolist()}
 
 
-def context(df: pd.DataFrame, config: Mapping[str, Any]) -> common.Context:
+def context(df: pd.DataFrame, config: Mapping[str, Any], workers: int = 1) -> common.Context:
     """The claims' context: the report's seed, a surrogate per metric and the
-    divergence model, fitted on the study's table ``df``."""
+    divergence model, fitted on the study's table ``df`` (``workers`` fits at a time)."""
     space = SearchSpace.from_config(config["space"])
     rep = config["report"]
     seed = derive_seed(config["seed"], 7)
     metrics = report_metrics(config)
     declared = config.get("declared_metrics")
-    sur = fit_surrogates(df, space, metrics, seed, declared, rep["input_warping"])
+    sur = fit_surrogates(df, space, metrics, seed, declared, rep["input_warping"], workers=workers)
     divergence = fit_divergence(df, space, derive_seed(seed, 400))
     return common.Context(space=space, df=df, surrogates=sur, divergence=divergence, samples=rep["samples"],
                           reference=rep["reference"], bootstrap=rep["bootstrap"], seed=seed,
@@ -55,37 +56,42 @@ def context(df: pd.DataFrame, config: Mapping[str, Any]) -> common.Context:
                           hyperparameter_starts=rep["hyperparameter_starts"])
 
 
-def judge_claims(claims: Sequence[Mapping[str, Any]], ctx: common.Context, infl: Mapping[str, Any],
-                 diag: Mapping[str, Any]) -> list[ClaimResult]:
-    """Each claim's analysis (:mod:`multiverse.claims`), with one verdict per reading
+def judge_claim(i: int, claim: Mapping[str, Any], ctx: common.Context, infl: Mapping[str, Any],
+                diag: Mapping[str, Any]) -> ClaimResult:
+    """Claim ``i``'s analysis (:mod:`multiverse.claims`), with one verdict per reading
     (:func:`multiverse.claims.common.decide`) and the surrogate's fit and where it was
     read in its summary."""
-    results = []
-    for i, claim in enumerate(claims):
-        kind = C.kind(claim)
-        ms = kind.metrics(claim)
-        res = kind.analyse(claim, ctx, i, infl[ms[0]])
-        checks = res.diagnostics or {m: diag[m] for m in ms}
-        poor = [m for m, d in checks.items() if d is not None and not d["ok"]]
-        res.surrogate_ok = not poor
-        notes = []
-        if poor:
-            notes.append("the model-based answer's surrogate fits poorly for " + ", ".join(
-                f"{m} (LOO R^2 {checks[m]['r2']:.2f}, 95% coverage {checks[m]['coverage']:.2f})" for m in poor))
-        if res.read_where:
-            notes.append(res.read_where)
-        rel = common.relation(claim)
-        # one verdict per reading (a trend's conditions too), resting on the design-based answer
-        for row in res.readings:
-            row.cross_check = row.summary  # the GP beside the observed universes' bootstrap
-            decided = common.decide(row.design, row.gp, rel, not poor)
-            row.verdict, row.rests_on = decided["verdict"], decided["rests_on"]
-            row.summary = "; ".join([decided["summary"], *notes])
-        results.append(res)
-    return results
+    kind = C.kind(claim)
+    ms = kind.metrics(claim)
+    res = kind.analyse(claim, ctx, i, infl[ms[0]])
+    checks = res.diagnostics or {m: diag[m] for m in ms}
+    poor = [m for m, d in checks.items() if d is not None and not d["ok"]]
+    res.surrogate_ok = not poor
+    notes = []
+    if poor:
+        notes.append("the model-based answer's surrogate fits poorly for " + ", ".join(
+            f"{m} (LOO R^2 {checks[m]['r2']:.2f}, 95% coverage {checks[m]['coverage']:.2f})" for m in poor))
+    if res.read_where:
+        notes.append(res.read_where)
+    rel = common.relation(claim)
+    # one verdict per reading (a trend's conditions too), resting on the design-based answer
+    for row in res.readings:
+        row.cross_check = row.summary  # the GP beside the observed universes' bootstrap
+        decided = common.decide(row.design, row.gp, rel, not poor)
+        row.verdict, row.rests_on = decided["verdict"], decided["rests_on"]
+        row.summary = "; ".join([decided["summary"], *notes])
+    return res
 
 
-def analyse(df: pd.DataFrame, config: Mapping[str, Any], sensitivity: bool = True) -> dict[str, Any]:
+def judge_claims(claims: Sequence[Mapping[str, Any]], ctx: common.Context, infl: Mapping[str, Any],
+                 diag: Mapping[str, Any]) -> list[ClaimResult]:
+    """Every claim's :func:`judge_claim`, in order."""
+    return [judge_claim(i, claim, ctx, infl, diag) for i, claim in enumerate(claims)]
+
+
+def analyse(df: pd.DataFrame, config: Mapping[str, Any], sensitivity: bool = True, workers: int = 1,
+            alongside: Callable[[common.Context, Mapping[str, Any], Mapping[str, Any]], Sequence[Callable[[], Any]]]
+            | None = None) -> dict[str, Any]:
     """Verdicts for every claim, and per metric its Sobol indices and LOO diagnostics.
 
     Returns ``{"claims", "sensitivity", "diagnostics", "influence", "surrogates",
@@ -93,17 +99,72 @@ def analyse(df: pd.DataFrame, config: Mapping[str, Any], sensitivity: bool = Tru
     (:data:`multiverse.gp.MIN_LOO_R2`, :data:`multiverse.gp.MIN_COVERAGE`) says so in
     its summary. ``sensitivity=False`` leaves the Sobol indices out (None), as the
     calibration benchmark does.
+
+    ``workers``: after the surrogates are fitted, each metric's Sobol indices and each
+    claim's analysis are independent tasks, run that many at a time in forked processes
+    (:func:`multiverse.runtime.fork_map`; the report rule's ``threads``). Every sample
+    derives from its own seed, so the numbers are those of one task after another. A
+    claim that reads the Sobol indices of its metrics (``READS_SENSITIVITY``: the
+    correlation) computes them in its own task. With several workers a claim's ``model``
+    is left out (None): it stays in the process that fitted it. ``alongside(ctx, influence,
+    diagnostics)`` may add tasks of the caller's that need no verdict (the report's
+    figures of the surrogates), to run among these.
     """
-    ctx = context(df, config)
+    ctx = context(df, config, workers)
     space, sur, rep, seed = ctx.space, ctx.surrogates, config["report"], ctx.seed
     base_all = ctx.reference_set()
-    infl = {m: influence(s.model, space, base_all) if s else None for m, s in sur.items()}
-    diag = {m: loo_diagnostics(s.model, s.warp) if s else None for m, s in sur.items()}
-    sens = {m: sobol_indices(s.sample, space, rep["sobol_points"], min(64, rep["samples"]),
-                             derive_seed(seed, 300 + k)) if s and sensitivity else None
-            for k, (m, s) in enumerate(sur.items())}
-    ctx.sensitivity = sens  # None per metric when left out: the correlation then reads its path signal alone
-    results = judge_claims(config.get("claims", []), ctx, infl, diag)
+    claims = config.get("claims", [])
+    # each claim metric's design-based predictors (refits on earlier rounds), once for all its claims
+    on_claims = list(dict.fromkeys(m for c in claims for m in C.kind(c).metrics(c)))
+    drawn = ctx.drawn() if on_claims and workers > 1 else None
+
+    def import_ax() -> None:
+        if workers > 1 and sensitivity and sur:
+            # Ax takes seconds to import: here once, while the workers fit, not in each that computes Sobol indices
+            import ax.utils.sensitivity.sobol_measures  # noqa: F401
+
+    done = fork_map([*(lambda m=m, s=s: (influence(s.model, space, base_all), loo_diagnostics(s.model, s.warp))
+                       if s else (None, None) for m, s in sur.items()),
+                     *(lambda m=m: drawn.predictions(m) for m in (on_claims if drawn is not None else []))],
+                    workers, meanwhile=import_ax)
+    infl = {m: d[0] for m, d in zip(sur, done)}
+    diag = {m: d[1] for m, d in zip(sur, done)}
+    for m, predictions in zip(on_claims if drawn is not None else [], done[len(sur):]):
+        drawn.keep(m, predictions)
+    order = {m: k for k, m in enumerate(sur)}
+
+    def sobol(m: str) -> dict[str, Any] | None:
+        s = sur[m]
+        return sobol_indices(s.sample, space, rep["sobol_points"], min(64, rep["samples"]),
+                             derive_seed(seed, 300 + order[m])) if s and sensitivity else None
+
+    reads = {i: C.kind(c).metrics(c) for i, c in enumerate(claims) if C.kind(c).READS_SENSITIVITY}
+    in_claims = {m for ms in reads.values() for m in ms}
+
+    def claim_task(i: int, claim: Mapping[str, Any]) -> tuple[ClaimResult, dict[str, Any]]:
+        # None per metric when left out: the correlation then reads its path signal alone
+        own = {m: sobol(m) for m in reads.get(i, [])}
+        res = judge_claim(i, claim, replace(ctx, sensitivity=own), infl, diag)
+        if workers > 1:  # a forked task's model stays in its process (gpytorch's multitask likelihood does not pickle)
+            res.model = None
+        return res, own
+
+    alone = [m for m in sur if m not in in_claims]
+    # the longest first, so that the workers finish together: the claims that compute Sobol
+    # indices too, the other claims, then each metric's Sobol indices, then what the caller adds
+    first = sorted(range(len(claims)), key=lambda i: i not in reads)
+    extra = list(alongside(ctx, infl, diag)) if alongside is not None else []
+    done = fork_map([*(lambda i=i: claim_task(i, claims[i]) for i in first), *(lambda m=m: sobol(m) for m in alone),
+                     *extra], workers)
+    judged = dict(zip(first, done[:len(claims)]))
+    sens = dict(zip(alone, done[len(claims):len(claims) + len(alone)]))
+    results = []
+    for i in range(len(claims)):
+        res, own = judged[i]
+        results.append(res)
+        sens.update(own)
+    sens = {m: sens[m] for m in sur}
+    ctx.sensitivity = sens
     return {"claims": results, "sensitivity": sens, "diagnostics": diag, "influence": infl, "surrogates": sur,
             "divergence": divergence_summary(ctx.divergence, space, base_all), "space": space, "context": ctx}
 
@@ -240,22 +301,48 @@ def to_jsonable(x: Any) -> Any:
     return x
 
 
-def build_report(table_path: str, config: Mapping[str, Any], out: Mapping[str, Any]) -> dict[str, Any]:
+def build_report(table_path: str, config: Mapping[str, Any], out: Mapping[str, Any], workers: int = 1) -> dict[str, Any]:
     """Compute the verdicts, draw every figure and write the tables and the standalone page.
 
     ``out`` holds the output paths: ``claims_json``, ``claims_csv``, ``claims_figure``,
     ``outcomes``, ``html``, and per metric (``maps``, ``curves``, ``sobol``, ``loo``:
     ``{metric: path}``) and per claim (``claim_figures``, ``where_figures``:
-    ``{claim name: path}``).
+    ``{claim name: path}``). ``workers``: the analysis's tasks (:func:`analyse`) and the
+    figures run that many at a time in forked processes, each figure as one process
+    would draw it.
     """
     # deferred: plots loads matplotlib and seaborn; only this function draws, and the calibration
     # benchmark runs analyse() hundreds of times without them
     from multiverse import plots
 
     df = pd.read_parquet(table_path)
-    result = analyse(df, config)
-    space, sur = result["space"], result["surrogates"]
     metrics = report_metrics(config)
+    space = SearchSpace.from_config(config["space"])
+    base = space.enumerated(max(4, config["report"]["reference"] // 8), derive_seed(config["seed"], 8))
+    status = df["status"].value_counts().to_dict()
+
+    def surrogate_figures(m: str, sur: Any, influence: Any, diagnostics: Any) -> None:
+        """A metric's posterior map, specification curve and LOO calibration."""
+        if sur is None:
+            msg = f"No surrogate for {m}: fewer than {MIN_FIT} universes have a finite value\n(statuses: {status})"
+            for kind in ("maps", "curves", "sobol", "loo"):
+                plots.message_figure(msg, out[kind][m])
+            return
+        dims = common.map_dimensions(space, influence, exclude=())
+        if len(dims) < 2:
+            plots.message_figure(f"No posterior map for {m}: it needs two numeric, unconditional dimensions "
+                                 f"(this space has {len(dims)})", out["maps"][m])
+        else:
+            plots.posterior_map(posterior_map_data(sur, space, dims, base), space, df, m, out["maps"][m])
+        plots.specification_curve(specification_data(sur, space, df, m), space, m, out["curves"][m])
+        plots.loo_calibration(diagnostics, m, out["loo"][m])
+
+    def alongside(ctx, infl, diag):  # figures that need no verdict, drawn beside the claims' analyses
+        return [lambda: plots.outcomes_vs_dimensions(df, space, metrics, out["outcomes"]),
+                *(lambda m=m: surrogate_figures(m, ctx.surrogates[m], infl[m], diag[m]) for m in metrics)]
+
+    result = analyse(df, config, workers=workers, alongside=alongside)
+    sur = result["surrogates"]
     for c in result["claims"]:
         c.headline = headline(c)
     write_json(out["claims_json"], to_jsonable({
@@ -273,36 +360,22 @@ def build_report(table_path: str, config: Mapping[str, Any], out: Mapping[str, A
     tables = {"claims": claims_table(result["claims"]), "sensitivity": sensitivity_table(result["sensitivity"]),
               "diagnostics": diagnostics_table(result["diagnostics"])}
     atomic_write(out["claims_csv"], lambda tmp: tables["claims"].to_csv(tmp, index=False))
-    plots.claims_forest(result["claims"], out["claims_figure"],
-                        lambda c: (C.TYPES[c.type].STATISTIC, C.TYPES[c.type].metrics(c.claim)))
-    plots.outcomes_vs_dimensions(df, space, metrics, out["outcomes"])
-    base = space.enumerated(max(4, config["report"]["reference"] // 8), derive_seed(config["seed"], 8))
-    status = df["status"].value_counts().to_dict()
-    for m in metrics:
-        paths = [out[kind][m] for kind in ("maps", "curves", "sobol", "loo")]
-        if sur[m] is None:
-            msg = f"No surrogate for {m}: fewer than {MIN_FIT} universes have a finite value\n(statuses: {status})"
-            for p in paths:
-                plots.message_figure(msg, p)
-            continue
-        dims = common.map_dimensions(space, result["influence"][m], exclude=())
-        if len(dims) < 2:
-            plots.message_figure(f"No posterior map for {m}: it needs two numeric, unconditional dimensions "
-                                 f"(this space has {len(dims)})", out["maps"][m])
-        else:
-            plots.posterior_map(posterior_map_data(sur[m], space, dims, base), space, df, m, out["maps"][m])
-        plots.specification_curve(specification_data(sur[m], space, df, m), space, m, out["curves"][m])
-        plots.sobol_bars(result["sensitivity"][m], m, out["sobol"][m])
-        plots.loo_calibration(result["diagnostics"][m], m, out["loo"][m])
-    for c in result["claims"]:
+    def claim_figures(c: ClaimResult) -> None:
         main_png, where_png = out["claim_figures"][c.name], out["where_figures"][c.name]
         if c.gp["verdict"] == C.common.TOO_FEW:
             msg = f"No surrogate verdict for claim '{c.name}': too few finished universes\n(statuses: {status})"
             plots.message_figure(msg, main_png)
             plots.message_figure(msg, where_png)
-            continue
+            return
         C.TYPES[c.type].figure(c, space, df, main_png)
         C.TYPES[c.type].where_figure(c, space, df, where_png)
+
+    # each figure (group) on its own, so that the workers draw them side by side
+    fork_map([*(lambda c=c: claim_figures(c) for c in result["claims"]),
+              lambda: plots.claims_forest(result["claims"], out["claims_figure"], lambda c: (
+                  C.TYPES[c.type].STATISTIC, C.TYPES[c.type].metrics(c.claim))),
+              *(lambda m=m: plots.sobol_bars(result["sensitivity"][m], m, out["sobol"][m])
+                for m in metrics if sur[m] is not None)], workers)
     html.write_report(out["html"], config, df, result, tables, out)
     return result
 

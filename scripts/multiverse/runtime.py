@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import ctypes
 import json
 import logging
 import os
+import pickle
+import select
+import signal
 import platform
 import socket
 import sys
 import tempfile
+import traceback
 from importlib import metadata
 from importlib.util import find_spec
 from pathlib import Path
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from multiverse.errors import DeviceUnavailable, OlderResults  # noqa: F401  (re-exported)
 
@@ -114,6 +119,165 @@ def take_gpu_share(device: str, log: "logging.Logger | None" = None) -> float | 
     if log is not None:
         log.info("lane %s: this process may use %s of the GPU's memory", os.environ.get("MULTIVERSE_LANE"), share)
     return float(share)
+
+
+def set_parent_death_signal() -> None:
+    """Linux: the kernel kills this process when its parent dies (a train job killed
+    with SIGKILL takes its worker and command with it; a report its helpers)."""
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):
+            pass
+
+
+def fork_map(tasks: Sequence[Callable[[], Any]], workers: int, meanwhile: Callable[[], Any] | None = None) -> list[Any]:
+    """Each task's result, in order, from ``workers`` forked child processes that inherit
+    this process's state (fitted models, data) and take the tasks in turn, each sending
+    its result back pickled. A task that raises raises here, as itself where it pickles
+    (else a :class:`RuntimeError` with its traceback), once the others have run. One
+    worker, one task or no ``os.fork``: the tasks run here, one after another.
+    ``meanwhile``: run here once the children have started (or first, without
+    children), e.g. an import that later tasks need, which this process then pays once.
+
+    The report's step parallelism (2 cores; most of its work is Python-bound in gpytorch
+    and matplotlib, so torch's own threads kept under one core busy). A child keeps
+    taking tasks, so what a first call initialises lazily (gpytorch's, BoTorch's and
+    matplotlib's caches and deferred imports) it pays once, not per task. Call it only
+    from a process whose torch has run on one thread: GNU OpenMP is not fork-safe after
+    a parallel region (:func:`multiverse.failures.guard` says the same of the train job's
+    worker). Two children with two torch threads each took twice as long as with one each
+    on the report's tasks (oversubscribed OpenMP, measured 2026-12-06)."""
+    workers = min(workers, len(tasks))
+    if workers <= 1 or not hasattr(os, "fork"):
+        if meanwhile is not None:
+            meanwhile()
+        return [task() for task in tasks]
+    results: list[Any] = [None] * len(tasks)
+    failed: list[BaseException] = []
+    # result pipe's read end -> the child's pid, command pipe, the tasks it was given and has not answered, bytes
+    children: dict[int, dict[str, Any]] = {}
+    following = iter(range(len(tasks)))
+
+    def give(child: dict[str, Any]) -> None:
+        """One more task to ``child`` (told -1 when there is none): it holds up to two, so
+        that it goes on while this process is busy (``meanwhile``)."""
+        if child["done"]:
+            return
+        index = next(following, -1)
+        os.write(child["command"], index.to_bytes(4, "little", signed=True))
+        if index < 0:
+            child["done"] = True
+        else:
+            child["tasks"].append(index)
+
+    try:
+        for _ in range(workers):
+            command_r, command_w = os.pipe()
+            result_r, result_w = os.pipe()
+            sys.stdout.flush()
+            sys.stderr.flush()
+            pid = os.fork()
+            if pid == 0:
+                os.close(command_w)
+                os.close(result_r)
+                for child in children.values():  # the other children's pipes are not this one's
+                    os.close(child["command"])
+                    os.close(child["fd"])
+                _fork_map_child(tasks, command_r, result_w)
+            os.close(command_r)
+            os.close(result_w)
+            children[result_r] = {"pid": pid, "command": command_w, "fd": result_r, "data": bytearray(),
+                                   "tasks": [], "done": False}
+        for child in children.values():
+            give(child)
+        for child in children.values():
+            give(child)
+        if meanwhile is not None:
+            meanwhile()
+        while any(c["tasks"] for c in children.values()):
+            for fd in select.select([fd for fd, c in children.items() if c["tasks"]], [], [])[0]:
+                child = children[fd]
+                chunk = os.read(fd, 1 << 20)
+                if not chunk:  # the child died in its task: the ones it was given after it go to no one
+                    _, status = os.waitpid(child["pid"], 0)
+                    failed.append(RuntimeError(f"task {child['tasks'][0]} of fork_map ended its process (exit "
+                                               f"status {os.waitstatus_to_exitcode(status)})"))
+                    child["tasks"], child["pid"] = [], None
+                    continue
+                child["data"].extend(chunk)
+                data = child["data"]
+                while len(data) >= 8 and len(data) >= 8 + int.from_bytes(data[:8], "little"):
+                    size = 8 + int.from_bytes(data[:8], "little")
+                    message = pickle.loads(bytes(data[8:size]))
+                    del data[:size]
+                    index = child["tasks"].pop(0)
+                    if message[0] == "ok":
+                        results[index] = message[1]
+                    else:
+                        failed.append(message[1] if message[1] is not None else RuntimeError(message[2]))
+                    give(child)
+    finally:
+        for child in children.values():
+            for fd in (child["command"], child["fd"]):
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+            if child["pid"] is not None:
+                if child["tasks"]:  # this process is failing: its children go with it
+                    try:
+                        os.kill(child["pid"], signal.SIGKILL)
+                    except OSError:
+                        pass
+                try:
+                    os.waitpid(child["pid"], 0)
+                except OSError:
+                    pass
+    if failed:
+        raise failed[0]
+    return results
+
+
+def _fork_map_child(tasks: Sequence[Callable[[], Any]], commands: int, results: int) -> None:
+    """A :func:`fork_map` child: runs the tasks it is given until told -1, sending each
+    result (or error) back length-prefixed; leaves without the parent's exit handlers."""
+    code = 0
+    try:
+        set_parent_death_signal()
+        while True:
+            index = int.from_bytes(_read_exactly(commands, 4), "little", signed=True)
+            if index < 0:
+                break
+            try:
+                payload = pickle.dumps(("ok", tasks[index]()))
+            except BaseException as err:  # noqa: BLE001  (sent to the parent, which raises it)
+                text = "".join(traceback.format_exception(err))
+                try:
+                    payload = pickle.dumps(("error", err, text))
+                except Exception:  # noqa: BLE001  (an exception that does not pickle: its text)
+                    payload = pickle.dumps(("error", None, text))
+            view = memoryview(len(payload).to_bytes(8, "little") + payload)
+            while view:
+                view = view[os.write(results, view):]
+    except BaseException:  # noqa: BLE001  (the parent sees the closed pipe)
+        code = 1
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+def _read_exactly(fd: int, n: int) -> bytes:
+    data = b""
+    while len(data) < n:
+        chunk = os.read(fd, n - len(data))
+        if not chunk:
+            raise EOFError("fork_map's parent closed the pipe")
+        data += chunk
+    return data
 
 
 def write_json(path: str | Path, obj: Any) -> None:

@@ -25,6 +25,7 @@ from scipy.stats import norm
 from multiverse import declaration
 from multiverse.gp import IDENTITY, MIN_FIT, Warp, features, fit_gp, joint_samples, noise_variance, outcome_scale, posterior_mean_std
 from multiverse.ids import derive_seed
+from multiverse.runtime import fork_map
 from multiverse.space import SearchSpace
 from multiverse.stats import seed_noise
 
@@ -145,8 +146,13 @@ def fit_surrogate(df: pd.DataFrame, space: SearchSpace, metric: str, seed: int,
 
 
 def fit_surrogates(df: pd.DataFrame, space: SearchSpace, metrics: Sequence[str], seed: int,
-                   declared: Mapping[str, Any] | None = None, warping: bool = False) -> dict[str, Surrogate | None]:
-    return {m: fit_surrogate(df, space, m, derive_seed(seed, i), declared, warping) for i, m in enumerate(metrics)}
+                   declared: Mapping[str, Any] | None = None, warping: bool = False,
+                   workers: int = 1) -> dict[str, Surrogate | None]:
+    """Each metric's :func:`fit_surrogate`, ``workers`` at a time
+    (:func:`multiverse.runtime.fork_map`; each fit has its own seed)."""
+    fits = fork_map([lambda i=i, m=m: fit_surrogate(df, space, m, derive_seed(seed, i), declared, warping)
+                     for i, m in enumerate(metrics)], workers)
+    return dict(zip(metrics, fits))
 
 
 #: A reference point counts as converging where the divergence model's posterior

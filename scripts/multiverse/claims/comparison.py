@@ -20,6 +20,7 @@ from multiverse.lazy import np
 NAME = "comparison"
 STATISTIC = "difference of means, a - b"
 DESIGN_READS_ONE_RUN = False
+READS_SENSITIVITY = False
 
 
 def metrics(claim: Mapping[str, Any]) -> list[str]:

@@ -131,6 +131,9 @@ class ClaimType(Protocol):
     #: training run, seed noise included (Kendall's tau, not linear in the outcomes),
     #: rather than of the seed means; the calibration benchmark's design truth follows it.
     DESIGN_READS_ONE_RUN: bool
+    #: Whether its analysis reads the report's Sobol indices of its metrics
+    #: (``Context.sensitivity``), which the report then computes before it.
+    READS_SENSITIVITY: bool
 
     def metrics(self, claim: Mapping[str, Any]) -> list[str]:
         """The metrics the claim is read on, the first one's surrogate foremost."""

@@ -46,6 +46,7 @@ from multiverse.lazy import np
 NAME = "correlation"
 STATISTIC = "Kendall tau"
 DESIGN_READS_ONE_RUN = True
+READS_SENSITIVITY = True
 #: Fewest matched groups (universes differing in one dimension only) for an observed
 #: granulated tau; with fewer, a single pair's tau of +-1 would stand for the whole claim.
 MIN_MATCHED_GROUPS = 5

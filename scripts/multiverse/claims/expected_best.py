@@ -45,6 +45,7 @@ from multiverse.lazy import np
 NAME = "expected_best"
 STATISTIC = "expected-best difference a - b at the least favourable budget"
 DESIGN_READS_ONE_RUN = False
+READS_SENSITIVITY = False
 
 
 #: One metric compared between two groups, as in a comparison.

@@ -22,6 +22,7 @@ from multiverse.lazy import np
 NAME = "trend"
 STATISTIC = "slope: change across the dimension's range"
 DESIGN_READS_ONE_RUN = False
+READS_SENSITIVITY = False
 #: Positions (in the unit range) of a numeric ``given`` dimension at which a trend is
 #: also measured, and the observed universes' bins around them (thirds of the range).
 GIVEN_POSITIONS = (1 / 6, 1 / 2, 5 / 6)
