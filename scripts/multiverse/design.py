@@ -19,21 +19,56 @@ The GP rounds' machinery is :mod:`multiverse.design_gp`; the claim-targeted roun
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from multiverse.claims import kind
-from multiverse.design_claims import gp_claims_round
-from multiverse.design_gp import (  # noqa: F401  (re-exported: the design's public names)
-    OutcomeFit, candidates, fit_outcomes, gp_ivr_round, greedy_ivr, predictive_sd, randomised_draws,
-    sampling_probabilities, universe_outcomes,
-)
-from multiverse.gp import MIN_FIT
 from multiverse.ids import derive_seed, replicate_seed, universe_id
 from multiverse.space import SearchSpace
 from multiverse.stats import seed_noise  # noqa: F401  (re-exported)
+
+#: The GP rounds' names this module also offers (the design's public names), from
+#: :mod:`multiverse.design_gp` on first use: a Sobol, random or grid round (the default
+#: study's every round) needs neither torch nor BoTorch, whose import took 2 of a design
+#: job's 2.5 s (measured 2026-12-06).
+GP_NAMES = ("OutcomeFit", "candidates", "fit_outcomes", "gp_ivr_round", "greedy_ivr", "predictive_sd",
+            "randomised_draws", "sampling_probabilities")
+
+
+def __getattr__(name: str) -> Any:
+    if name in GP_NAMES:
+        from multiverse import design_gp  # on first use (see GP_NAMES)
+
+        return getattr(design_gp, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def universe_outcomes(
+    space: SearchSpace, previous: Sequence[Mapping[str, Any]], outcomes: Sequence[str]
+) -> tuple[list[dict], list[str], dict[str, np.ndarray]]:
+    """Group the metrics records of earlier rounds by universe (a universe's seeds and
+    its replicates in later rounds are one universe).
+
+    Returns the universes' parameters, their ids (the first round's id), and per
+    outcome an ``n_universes x n_seeds`` array of values, NaN-padded (NaN also for a
+    failed seed).
+    """
+    groups: dict[tuple, list[Mapping[str, Any]]] = defaultdict(list)
+    for p in previous:
+        groups[space.key(p["params"])].append(p)
+    universes, ids, values = [], [], {m: [] for m in outcomes}
+    width = max((len(g) for g in groups.values()), default=1)
+    for recs in groups.values():
+        universes.append(space.canonical(recs[0]["params"]))
+        ids.append(recs[0].get("replicate_of") or recs[0].get("id"))
+        for m in outcomes:
+            v = [float(r["metrics"][m]) for r in recs]
+            values[m].append(v + [np.nan] * (width - len(v)))
+    return universes, ids, {m: np.array(v, dtype=float).reshape(len(universes), width) for m, v in values.items()}
+
 
 def claim_metrics(claims: Sequence[Mapping[str, Any]]) -> list[str]:
     """The metrics the ``claims`` are read on, in order, once each."""
@@ -80,6 +115,8 @@ class Round:
     @property
     def finite(self) -> dict:
         """The outcomes a surrogate can be fitted to: at least ``MIN_FIT`` finite universes."""
+        from multiverse.gp import MIN_FIT  # on use: only GP rounds read it (see GP_NAMES)
+
         return {m: v for m, v in self.values.items() if np.isfinite(v).any(axis=1).sum() >= MIN_FIT}
 
 
@@ -117,6 +154,8 @@ def _gp_round(choose: Callable[[Round, dict], Chosen]) -> Callable[[Round], Chos
     finite outcome; a randomised round with ``design.sampling: randomised``; else ``choose``."""
 
     def strategy(r: Round) -> Chosen:
+        from multiverse.gp import MIN_FIT  # on use: only GP rounds read it (see GP_NAMES)
+
         finite = r.finite
         if r.index == 0 or not finite:
             return sobol(r, {"fallback": f"fewer than {MIN_FIT} finite outcomes to fit a GP"} if r.index > 0 else {})
@@ -134,6 +173,8 @@ def _gp_round(choose: Callable[[Round, dict], Chosen]) -> Callable[[Round], Chos
 def gp_ivr(r: Round, finite: dict) -> Chosen:
     """Greedy reduction of the integrated posterior variance of every outcome's GP
     (:func:`multiverse.design_gp.gp_ivr_round`)."""
+    from multiverse.design_gp import gp_ivr_round  # on use (see GP_NAMES)
+
     d = r.design
     chosen, repl, info = gp_ivr_round(r.space, r.universes, finite, r.n, derive_seed(r.seed, r.index),
                                       d["candidates"], d["reference"], d["replicates"], d["categorical"])
@@ -143,6 +184,8 @@ def gp_ivr(r: Round, finite: dict) -> Chosen:
 @_gp_round
 def gp_claims(r: Round, finite: dict) -> Chosen:
     """The claim-targeted round (:func:`multiverse.design_claims.gp_claims_round`)."""
+    from multiverse.design_claims import gp_claims_round  # on use (see GP_NAMES)
+
     d = r.design
     chosen, repl, info = gp_claims_round(
         r.space, r.universes, finite, r.claims, r.n, derive_seed(r.seed, r.index), d["candidates"],
@@ -207,6 +250,8 @@ def randomised_round(space: SearchSpace, observed: Sequence[Mapping[str, Any]], 
     of the design's outcomes; under gp-claims (``claims``), of the claims' metrics, each
     universe's weighted by how much it weighs in the claims' statistics
     (:func:`claim_relevance`). Mixed with uniform by ``design.uniform_share``."""
+    from multiverse.design_gp import fit_outcomes, predictive_sd, randomised_draws  # on use (see GP_NAMES)
+
     fits = fit_outcomes(space, observed, outcomes, seed, 1, design["categorical"])
     if claims:
         metrics = [m for m in claim_metrics(claims) if m in fits]

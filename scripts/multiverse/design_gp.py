@@ -35,7 +35,6 @@ optimal for integrated variance where noise is large).
 
 from __future__ import annotations
 
-from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
@@ -99,30 +98,6 @@ def greedy_ivr(
             c -= torch.outer(col, col) / (col[n_ref + j] + s2[j])
         ipv.append(float(np.mean([c.diagonal()[:n_ref].mean().item() for c in covs])))
     return picks, ipv
-
-
-def universe_outcomes(
-    space: SearchSpace, previous: Sequence[Mapping[str, Any]], outcomes: Sequence[str]
-) -> tuple[list[dict], list[str], dict[str, np.ndarray]]:
-    """Group the metrics records of earlier rounds by universe (a universe's seeds and
-    its replicates in later rounds are one universe).
-
-    Returns the universes' parameters, their ids (the first round's id), and per
-    outcome an ``n_universes x n_seeds`` array of values, NaN-padded (NaN also for a
-    failed seed).
-    """
-    groups: dict[tuple, list[Mapping[str, Any]]] = defaultdict(list)
-    for p in previous:
-        groups[space.key(p["params"])].append(p)
-    universes, ids, values = [], [], {m: [] for m in outcomes}
-    width = max((len(g) for g in groups.values()), default=1)
-    for recs in groups.values():
-        universes.append(space.canonical(recs[0]["params"]))
-        ids.append(recs[0].get("replicate_of") or recs[0].get("id"))
-        for m in outcomes:
-            v = [float(r["metrics"][m]) for r in recs]
-            values[m].append(v + [np.nan] * (width - len(v)))
-    return universes, ids, {m: np.array(v, dtype=float).reshape(len(universes), width) for m, v in values.items()}
 
 
 @dataclass

@@ -22,16 +22,19 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from multiverse.errors import DeviceUnavailable, OlderResults  # noqa: F401  (re-exported)
 
 
-def set_threads(n: int) -> None:
+def set_threads(n: int, load_torch: bool = True) -> None:
     """Pin torch and BLAS to ``n`` threads (the rule's ``threads``).
 
     Oversubscription on small machines slowed training 30-60x in our
     measurements, so every job that imports torch calls this first.
+    ``load_torch=False``: only the environment (which torch reads for its threads when
+    it loads later), for a step that may not need torch at all (a Sobol design round:
+    importing torch was 1 s of its 2.5 s).
     """
     n = max(1, int(n))
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ[var] = str(n)
-    if "torch" in sys.modules or _importable("torch"):
+    if "torch" in sys.modules or (load_torch and _importable("torch")):
         import torch  # deferred: torch must load after the thread variables above (runtime loads before them)
 
         torch.set_num_threads(n)
