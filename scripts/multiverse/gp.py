@@ -27,6 +27,7 @@ from botorch.models.utils.gpytorch_modules import (
     get_gaussian_likelihood_with_gamma_prior,
     get_matern_kernel_with_gamma_prior,
 )
+from botorch.posteriors import GPyTorchPosterior
 from gpytorch.kernels import LinearKernel, ScaleKernel
 from gpytorch.mlls import ExactMarginalLogLikelihood
 from gpytorch.priors import LogNormalPrior
@@ -251,6 +252,16 @@ class RankWarp:
         return np.where(f < z[0], v[0] + (f - z[0]) * lo, np.where(f > z[-1], v[-1] + (f - z[-1]) * hi, out))
 
 
+#: Points sampled jointly from which :func:`joint_samples` adds :data:`JITTER` to the
+#: posterior covariance's diagonal before its Cholesky factorisation: the report's
+#: Saltelli matrices (1,536 points) and the trend's family (5,436) are never positive
+#: definite in float64 without it, so gpytorch factorised each twice (the trend's:
+#: 1.4 s each on one thread).
+JITTER_FROM = 1024
+#: gpytorch's first jitter for float64 (``linear_operator.settings.cholesky_jitter``).
+JITTER = 1e-8
+
+
 def joint_samples(model, space: SearchSpace, universes: Sequence[Mapping[str, Any]], n: int, seed: int,
                   warp: Warp = IDENTITY, batch: int = 1) -> np.ndarray:
     """``n x len(universes)`` joint samples of the GP's latent function (sampled
@@ -265,7 +276,12 @@ def joint_samples(model, space: SearchSpace, universes: Sequence[Mapping[str, An
         X = X.reshape(batch, len(universes) // batch, -1)
     torch.manual_seed(seed)
     with torch.no_grad():
-        f = model.posterior(X).rsample(torch.Size([n]))
+        posterior = model.posterior(X)
+        if isinstance(posterior, GPyTorchPosterior) and X.shape[-2] >= JITTER_FROM:
+            # the jitter gpytorch's Cholesky adds once its first try fails, which it did on
+            # these point sets: given at once, the factorisation runs once, not twice
+            posterior = GPyTorchPosterior(posterior.distribution.add_jitter(JITTER))
+        f = posterior.rsample(torch.Size([n]))
     f = f.reshape(n, len(universes), -1)
     f = (f.squeeze(-1) if f.shape[-1] == 1 else f).numpy()
     return warp.inverse(f)
