@@ -116,19 +116,85 @@ def test_a_shard_under_pack_auto_stacks_what_it_can_and_keeps_per_universe_outpu
     assert not list((tmp_path / "packed").rglob("run"))  # the shard is done: no run/ folder left
 
 
-def test_a_stop_request_between_epochs_raises_preempted(digits):
-    """SIGTERM under the guard (should_stop) stops a stack before its next epoch; it keeps
-    no checkpoint, so the job's retry trains it afresh."""
+def test_a_stopped_stack_saves_and_resumes_bitwise_to_the_uninterrupted_result(digits):
+    """SIGTERM under the guard (should_stop) stops a stack before its next epoch, after
+    saving its state; resumed from that state (as written to disk and read back), every
+    universe ends with the weights, history and record of an uninterrupted stack, to the
+    bit (float32, the CPU). Checkpoints every epoch hold the same state as the stop's."""
+    import io
+
     from multiverse.errors import Preempted
 
-    asked = []
+    def on_disk(state):  # what train_stacks writes and reads back (torch.save, weights_only load)
+        buf = io.BytesIO()
+        torch.save({"state": state}, buf)
+        buf.seek(0)
+        return torch.load(buf, weights_only=True)["state"]
+
+    kw = {**KW, "epochs": 3}
+    whole = packed.train_stack(digits, UNIVERSES, SEEDS, **kw)
+    asked, saved, every = [], [], []
 
     def should_stop():
         asked.append(1)
-        return len(asked) > 1  # after the first epoch
+        return len(asked) > 2  # before the third epoch
 
-    with pytest.raises(Preempted, match="before epoch 2"):
-        packed.train_stack(digits, UNIVERSES[:2], SEEDS[:2], should_stop=should_stop, **KW)
+    with pytest.raises(Preempted, match="before epoch 3 .*\\(saved\\)"):
+        packed.train_stack(digits, UNIVERSES, SEEDS, should_stop=should_stop, save=lambda st: saved.append(on_disk(st)),
+                           checkpoint_every=0, **kw)
+    assert [st["epoch"] for st in saved] == [2]
+    resumed = packed.train_stack(digits, UNIVERSES, SEEDS, resume=saved[0], **kw)
+    packed.train_stack(digits, UNIVERSES, SEEDS, save=lambda st: every.append(on_disk(st)), checkpoint_every=1, **kw)
+    assert [st["epoch"] for st in every][:2] == [1, 2] and torch.equal(every[1]["flat"], saved[0]["flat"])
+
+    def timeless(record):
+        return {**record, "train_seconds": None, "history": [{**e, "seconds": None} for e in record["history"]]}
+
+    for (w1, r1), (w2, r2) in zip(whole, resumed):
+        assert all(torch.equal(w1[n], w2[n]) for n in w1)
+        assert timeless(r1) == timeless(r2)
+        assert r1["epochs_run"] == len(r1["history"]) >= 1
+
+
+def test_a_shard_killed_inside_a_stack_resumes_the_stack_from_its_checkpoint(digits, tmp_path, config, caplog):
+    """train_shard under pack: auto, stopped between a stack's epochs (as SIGTERM does):
+    the stack's checkpoint stays in its first universe's run/ folder; the job's rerun logs
+    "resumed" and writes the same weights as an uninterrupted run, and leaves no run/."""
+    import logging
+
+    from conftest import three_universe_shard
+
+    from multiverse import train as T
+    from multiverse.errors import Preempted
+
+    params = [UNIVERSES[0], UNIVERSES[2], {**UNIVERSES[2], "dropout": 0.1}]
+    _, shard_args = three_universe_shard(tmp_path, digits, config, params)
+    log = logging.getLogger("test")
+    training = lambda args: {**args["training"], "epochs": 3, "pack": "auto"}  # noqa: E731
+    args = shard_args("whole", log=log)
+    T.train_shard(**{**args, "training": training(args)})
+    calls = []
+
+    def stop_after_two_epochs():
+        calls.append(1)
+        return len(calls) == 3
+
+    args = shard_args("stopped", log=log)
+    original = T.stop_requested
+    T.stop_requested = stop_after_two_epochs
+    try:
+        with pytest.raises(Preempted):
+            T.train_shard(**{**args, "training": training(args)})
+    finally:
+        T.stop_requested = original
+    assert (tmp_path / "stopped" / "u0" / "run" / T.STACK_CHECKPOINT).exists()
+    with caplog.at_level(logging.INFO):
+        T.train_shard(**{**args, "training": training(args)})
+    assert "resumed from" in caplog.text and "after epoch 2" in caplog.text
+    for k in range(3):
+        a, b = (torch.load(tmp_path / f / f"u{k}" / "model.pt", weights_only=True) for f in ("whole", "stopped"))
+        assert all(torch.equal(a[n], b[n]) for n in a)
+    assert not list((tmp_path / "stopped").rglob("run"))
 
 
 def test_a_stack_that_raises_falls_back_to_one_universe_at_a_time(digits, tmp_path, config, caplog, monkeypatch):

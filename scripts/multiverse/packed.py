@@ -173,6 +173,16 @@ class StackOptimizer:
         self.state = {name: {key: torch.zeros_like(param[sl]) for key in STATE[name]}
                       for name, sl in self.slices.items()}
 
+    def state_dict(self) -> dict[str, Any]:
+        """Its step counts and state tensors (a stack's checkpoint, :func:`train_stack`)."""
+        return {"t": torch.tensor(self.t), "state": {n: {k: v.clone() for k, v in st.items()} for n, st in self.state.items()}}
+
+    def load_state_dict(self, saved: Mapping[str, Any]) -> None:
+        self.t = saved["t"].numpy().astype(np.int64)
+        for name, st in saved["state"].items():
+            for key, value in st.items():
+                self.state[name][key].copy_(value)
+
     @torch.no_grad()
     def step(self, active: np.ndarray, lr_factor: np.ndarray | None = None, masked: bool = True) -> None:
         """One step of every ``active`` universe (``masked``: some inactive universe's
@@ -268,6 +278,9 @@ def train_stack(
     dtype: torch.dtype | None = None,
     progress: Callable[[int, dict[str, float]], None] | None = None,
     should_stop: Callable[[], bool] | None = None,
+    save: Callable[[dict[str, Any]], None] | None = None,
+    checkpoint_every: int = 1,
+    resume: Mapping[str, Any] | None = None,
 ) -> list[tuple[dict[str, torch.Tensor], dict[str, Any]]]:
     """Train universes ``params`` (with ``seeds``; each :func:`packable`, one network
     shape) as one stack and return each one's ``(state_dict, record)`` as
@@ -277,9 +290,16 @@ def train_stack(
     The record holds the same fields as a sequential one, plus ``pack_size`` (the
     stack's universes); ``train_seconds`` is the stack's time divided among them.
     ``progress(k, entry)`` is called with universe ``k``'s history entry after each of
-    its epochs. ``should_stop()`` is asked before each epoch; when it says so,
-    :class:`multiverse.errors.Preempted` is raised (a stack keeps no checkpoint: its
-    universes train afresh when the job runs again).
+    its epochs. ``should_stop()`` is asked before each epoch; when it says so, the stack's
+    state is saved (``save``) and :class:`multiverse.errors.Preempted` is raised.
+
+    Checkpoints: ``save(state)`` is called with the whole stack's training state (its
+    weights, every universe's optimizer state, step count, minibatch-order generator,
+    divergence and history) after every ``checkpoint_every``-th epoch (0: only when
+    stopped), and ``resume`` (such a state) continues from the epoch after it. On the CPU
+    a resumed stack ends bitwise where an uninterrupted one does
+    (``tests/test_packed.py``). Saving and reading the file is the caller's
+    (:func:`multiverse.train.train_stacks`).
     """
     dev = torch.device(device)
     k = len(params)
@@ -289,7 +309,7 @@ def train_stack(
         out = train_stack(data, [params[i] for i in perm], [seeds[i] for i in perm], epochs=epochs, width=width,
                           depth=depth, device=device, base_batch=base_batch, dtype=dtype,
                           progress=None if progress is None else (lambda u, entry: progress(perm[u], entry)),
-                          should_stop=should_stop)
+                          should_stop=should_stop, save=save, checkpoint_every=checkpoint_every, resume=resume)
         back = {i: r for i, r in zip(perm, out)}
         return [back[i] for i in range(k)]
     t, shape = as_tensors(data, dev, dtype)
@@ -323,13 +343,36 @@ def train_stack(
     history: list[list[dict[str, float]]] = [[] for _ in range(k)]
     bmax = int(bs.max())
     X, y = t["X_train"], t["y_train"]
-    start = time.perf_counter()
-    for epoch in range(1, int(np.ceil(total / per_epoch).max()) + 1):
+    first, before = 1, 0.0
+    if resume is not None:
+        with torch.no_grad():
+            stack.flat.copy_(resume["flat"])
+        opt.load_state_dict(resume["optimizer"])
+        for g, state in zip(gens, resume["generators"]):
+            g.set_state(state)
+        step, alive = resume["step"].numpy().astype(np.int64), resume["alive"].numpy().astype(bool)
+        diverged_epoch = [None if e < 0 else int(e) for e in resume["diverged_epoch"].tolist()]
+        history = [list(h) for h in resume["history"]]
+        first, before = int(resume["epoch"]) + 1, float(resume["seconds"])
+    start = time.perf_counter() - before
+
+    def state(epoch: int) -> dict[str, Any]:
+        """The stack's training state after ``epoch`` (what ``resume`` takes)."""
+        return {"epoch": epoch, "flat": stack.flat.detach().clone(), "optimizer": opt.state_dict(),
+                "generators": [g.get_state() for g in gens], "step": torch.tensor(step),
+                "alive": torch.tensor(alive), "history": [[dict(e) for e in h] for h in history],
+                "diverged_epoch": torch.tensor([-1 if e is None else e for e in diverged_epoch]),
+                "seconds": time.perf_counter() - start}
+
+    for epoch in range(first, int(np.ceil(total / per_epoch).max()) + 1):
         running = alive & (step < total)
         if not running.any():
             break
         if should_stop is not None and should_stop():
-            raise Preempted(f"stopped before epoch {epoch} of a stack of {k} universes (it trains afresh)")
+            if save is not None:
+                save(state(epoch - 1))
+            raise Preempted(f"stopped before epoch {epoch} of a stack of {k} universes"
+                            + (" (saved)" if save is not None else " (it trains afresh)"))
         orders = [torch.randperm(n, generator=g) if r else None for g, r in zip(gens, running)]
         lock = int(per_epoch[running].max())
         batches = epoch_batches(orders, bs, lock, bmax).to(dev)
@@ -380,6 +423,8 @@ def train_stack(
                 progress(u, history[u][-1])
             if not math.isfinite(float(val_loss[u])):
                 alive[u], diverged_epoch[u] = False, epoch
+        if save is not None and checkpoint_every > 0 and epoch % checkpoint_every == 0 and (alive & (step < total)).any():
+            save(state(epoch))
     seconds = time.perf_counter() - start
     out = []
     for u, p in enumerate(params):

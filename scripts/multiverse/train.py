@@ -109,8 +109,9 @@ def planned_epochs(params: Mapping[str, Any], epochs: int, n_train: int) -> int 
 #: ``checkpoint_every`` epochs, and its weights and record once it is done, until its
 #: shard is.
 CHECKPOINT, FINAL = "checkpoint.pt", "final.pt"
-#: A stack's attempts (``training.pack: auto``), in its first universe's ``run/`` folder.
-STACK = "stack.json"
+#: A stack's attempts and its training state (``training.pack: auto``), in its first
+#: universe's ``run/`` folder.
+STACK, STACK_CHECKPOINT = "stack.json", "stack_checkpoint.pt"
 #: This module's code, part of what a checkpoint must match (:func:`universe_key`).
 CODE_DIGEST = hashlib.sha256(b"".join((Path(__file__).parent / name).read_bytes()
                                        for name in ("train.py", "nets.py", "packed.py"))).hexdigest()[:16]
@@ -361,15 +362,18 @@ def keep_final(run: Path, key: Mapping[str, Any], state: Mapping[str, torch.Tens
 
 def train_stacks(data: Mapping[str, np.ndarray], universes: Sequence[Mapping[str, Any]], model: Mapping[str, Any],
                  training: Mapping[str, Any], runs: Sequence[Path], keys: Sequence[Mapping[str, Any]],
-                 log: logging.Logger, clock: ShardClock, env: Mapping[str, Any], device: torch.device) -> set[int]:
+                 log: logging.Logger, clock: ShardClock, env: Mapping[str, Any], device: torch.device,
+                 checkpoint_every: int = 1) -> set[int]:
     """``training.pack: auto``: train the shard's universes that :func:`multiverse.packed.packable`
     allows and that no earlier run of the shard finished as stacked ensembles
     (:func:`multiverse.packed.stacks`; a stack of one trains alone, as the rest do), and
     keep each one's result in its ``run/`` folder (:func:`keep_final`), where
     :func:`train_shard` then finds it. Returns the slots trained here.
 
-    A stack keeps no checkpoint: a job stopped (SIGTERM, between epochs) or killed inside
-    one trains it afresh when it runs again, to the same result on the CPU. A stack has
+    A stack saves its training state (:data:`STACK_CHECKPOINT`, in its first universe's
+    ``run/`` folder) every ``checkpoint_every`` epochs and when the job is stopped
+    (SIGTERM, at the end of the running epoch), and a job that runs again resumes it, to
+    the same result on the CPU as an uninterrupted run, as one universe's checkpoint does. A stack has
     its own attempts file (:data:`STACK`), so that under :func:`multiverse.failures.guard`
     a stack that raises, kills its worker or runs past ``training.timeout`` (one
     universe's limit: a stack of K takes longer) is recorded; then, in this worker or the
@@ -400,17 +404,27 @@ def train_stacks(data: Mapping[str, np.ndarray], universes: Sequence[Mapping[str
             clock.epoch(slots[k], entry["epoch"], (entry["seconds"] - last[k]) / len(slots))
             last[k] = entry["seconds"]
 
+        checkpoint, key = runs[slots[0]] / STACK_CHECKPOINT, {"stack": [keys[s] for s in slots]}
+        saved = read_saved(checkpoint, key, log, ("state",))
+        if saved is not None:
+            log.info("stack of %s resumed from %s after epoch %d", ids, checkpoint, saved["state"]["epoch"])
+
+        def save(state: dict[str, Any], checkpoint=checkpoint, key=key) -> None:
+            atomic_write(checkpoint, lambda tmp: torch.save({"key": key, "state": state}, tmp))
+
         attempts.start(1)
         try:
             out = packed.train_stack(
                 data, [universes[s]["params"] for s in slots], [universes[s]["seed"] for s in slots],
                 epochs=training["epochs"], width=model["width"], depth=model["depth"], device=device,
-                base_batch=training["base_batch"], progress=progress, should_stop=stop_requested)
+                base_batch=training["base_batch"], progress=progress, should_stop=stop_requested, save=save,
+                checkpoint_every=checkpoint_every, resume=None if saved is None else saved["state"])
         except Preempted:
             raise
         except Exception as err:  # noqa: BLE001  (its universes train one at a time instead)
             log.warning("stack of %s failed (%s: %s): training them one at a time", ids, type(err).__name__, err)
             attempts.fail(cause_of(err), f"{type(err).__name__}: {err}")
+            checkpoint.unlink(missing_ok=True)
             continue
         attempts.succeed()
         for s, (state, record) in zip(slots, out):
@@ -420,6 +434,7 @@ def train_stacks(data: Mapping[str, np.ndarray], universes: Sequence[Mapping[str
             clock.finish(s, record["epochs_run"])
             done.add(s)
         attempts.clear()
+        checkpoint.unlink(missing_ok=True)
         log.info("stack of %d trained in %.2fs: %s", len(slots), sum(r["train_seconds"] for _, r in out), ", ".join(
             f"{i} {r['status']}" for i, (_, r) in zip(ids, out)))
     return done
@@ -476,7 +491,7 @@ def train_shard(
         arch=model["arch"], base_batch=training["base_batch"], device=device.type)} for u in universes]
     stacked = set()
     if pack == "auto":
-        stacked = train_stacks(data, universes, model, training, runs, keys, log, clock, env, device)
+        stacked = train_stacks(data, universes, model, training, runs, keys, log, clock, env, device, checkpoint_every)
     for slot, (u, model_path, record_path) in enumerate(zip(universes, model_paths, record_paths)):
         run, key = runs[slot], keys[slot]
         kept = read_saved(run / FINAL, key, log, FINAL_FIELDS)
@@ -505,7 +520,7 @@ def train_shard(
                  f" ({record['failure']}: {record['error']})" if record["status"] == "failed" else "")
     for record_path in record_paths:  # the shard is done: its declared outputs are what counts now
         run = Path(record_path).parent / "run"
-        for name in (CHECKPOINT, FINAL, ATTEMPTS, STACK):  # a checkpoint too, where a kill came between the two
+        for name in (CHECKPOINT, FINAL, ATTEMPTS, STACK, STACK_CHECKPOINT):  # a checkpoint too, where a kill came between the two
             (run / name).unlink(missing_ok=True)
         if run.is_dir() and not any(run.iterdir()):
             run.rmdir()
