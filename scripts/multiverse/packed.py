@@ -312,6 +312,8 @@ def train_stack(
                           should_stop=should_stop, save=save, checkpoint_every=checkpoint_every, resume=resume)
         back = {i: r for i, r in zip(perm, out)}
         return [back[i] for i in range(k)]
+    if dev.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(dev)
     t, shape = as_tensors(data, dev, dtype)
     n_classes = count_classes(t)
     nets = {network(p, width, depth) for p in params}
@@ -432,6 +434,8 @@ def train_stack(
         record = {"status": "ok" if diverged_epoch[u] is None else "diverged", "diverged_epoch": diverged_epoch[u],
                   "epochs_run": len(history[u]), "steps_run": int(step[u]), "lr_effective": lrs[u],
                   "lr_final": lr_final, "n_classes": n_classes, "history": history[u],
-                  "train_seconds": seconds / k, "device": str(dev), "pack_size": k}
+                  "train_seconds": seconds / k, "device": str(dev), "pack_size": k,
+                  # the whole stack's peak, which its universes share (as train_universe records one's own)
+                  **({"peak_gpu_mb": torch.cuda.max_memory_allocated(dev) / 2**20} if dev.type == "cuda" else {})}
         out.append((stack.state_dict_of(u), record))
     return out
