@@ -104,6 +104,8 @@ def test_a_shard_under_pack_auto_stacks_what_it_can_and_keeps_per_universe_outpu
             args = shard_args(folder, log=log)  # device auto: the stack runs on the device the shard resolved
             train_shard(**{**args, "training": {**args["training"], "epochs": 2, "pack": pack, "device": "auto"}})
     assert "stack of 2 trained" in caplog.text
+    # each universe's epochs are lines of the job's log, as when it trains alone
+    assert "r0u000 epoch 2/2 train_loss=" in caplog.text and "in a stack of 2; universe 1/3, shard ETA" in caplog.text
     load = lambda folder, k: torch.load(tmp_path / folder / f"u{k}" / "model.pt", weights_only=True)  # noqa: E731
     read = lambda folder, k: json.loads((tmp_path / folder / f"u{k}" / "train.json").read_text())  # noqa: E731
     for k in (0, 1):
