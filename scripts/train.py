@@ -28,7 +28,7 @@ timeout = snakemake.config["training"].get("timeout")
 lanes = min(snakemake.config["training"].get("per_device", 1), len(universes)) or 1
 lane_threads = max(1, snakemake.threads // lanes)
 if "models" in snakemake.output.keys():
-    from multiverse.train import train_shard  # noqa: E402  (torch after the thread settings)
+    from multiverse.train import clear_runs, train_shard  # noqa: E402  (torch after the thread settings)
 
     def work(lane):
         set_threads(lane_threads)
@@ -38,7 +38,7 @@ if "models" in snakemake.output.keys():
             lane=(lane, lanes),
         )
 else:
-    from multiverse.entrypoint import train_user_shard
+    from multiverse.entrypoint import clear_runs, train_user_shard
 
     def work(lane):
         set_threads(lane_threads)
@@ -48,6 +48,8 @@ else:
         )
 try:
     guard_lanes([lambda lane=lane: work(lane) for lane in range(lanes)], log, retries=retries, timeout=timeout)
+    if lanes > 1:  # every lane is done: the shard's run/ files go (one lane alone clears its own)
+        clear_runs(snakemake.output.records)
 except ShardFailed as err:
     log.error("%s", err)
     sys.exit(f"train job failed: {err}")

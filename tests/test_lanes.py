@@ -131,7 +131,38 @@ def test_the_built_in_trainer_in_two_lanes_writes_what_one_lane_writes_bitwise(t
         assert a.keys() == b.keys() and all(torch.equal(a[n], b[n]) for n in a)
         ra, rb = (json.loads((tmp_path / f / f"u{k}" / "train.json").read_text()) for f in ("one", "two"))
         assert ra["history"][-1]["val_acc"] == rb["history"][-1]["val_acc"] and ra["status"] == rb["status"] == "ok"
-    assert not any((tmp_path / "two").glob("u*/run"))  # each lane cleared its universes' run folders
+    # a lane keeps its universes' kept results until every lane is done (scripts/train.py then clears them)
+    assert all((tmp_path / "two" / f"u{k}" / "run" / "final.pt").exists() for k in range(3))
+    assert not any((tmp_path / "one").glob("u*/run"))  # one lane alone clears its own
+    from multiverse.train import clear_runs
+
+    clear_runs([str(tmp_path / "two" / f"u{k}" / "train.json") for k in range(3)])
+    assert not any((tmp_path / "two").glob("u*/run"))
+
+
+def test_a_lane_that_fails_leaves_what_the_other_lane_finished_for_the_rerun(project):
+    """One lane fails outside any universe (its entry point cannot load), the other
+    finishes: the job fails, and the finished lane's kept records stay in run/, so the
+    rerun keeps them (logged "kept") rather than training them again."""
+    us = [{"id": f"r0u{i:03d}", "round": 0, "index": i, "shard": 0, "slot": i, "seed": 10 + i, "params": {"C": C}}
+          for i, C in enumerate([1.0, 3.0, 4.0, 6.0])]
+    paths = [str(project / "out" / f"u{i}" / "train.json") for i in range(4)]
+    log = file_log(project / "lanes.log")
+    good = {"entrypoint": "spans:train", "pythonpath": ["src"]}
+    bad = {"entrypoint": "no_such_module:train", "pythonpath": ["src"]}
+
+    def work(lane, training):
+        E.train_user_shard(us, training if lane == 0 else bad, DECLARED, paths, log, retries=0, lane=(lane, 2))
+
+    with pytest.raises(F.ShardFailed, match="lane 1 of 2 failed outside any universe"):
+        F.guard_lanes([lambda: work(0, good), lambda: work(1, good)], log, retries=0)
+    kept = [Path(p).parent / "run" / E.KEPT_RECORD for p in paths]
+    assert kept[0].exists() and kept[2].exists() and not kept[1].exists()
+    log2 = file_log(project / "rerun.log")
+    E.train_user_shard(us, good, DECLARED, paths, log2, retries=0)
+    text = (project / "rerun.log").read_text()
+    assert "r0u000 kept" in text and "r0u002 kept" in text and "r0u001 kept" not in text
+    assert all(json.loads(Path(p).read_text())["status"] == "ok" for p in paths)
 
 
 def test_a_train_job_asks_for_k_times_a_universes_cores_and_memory_and_one_gpu(config):

@@ -356,7 +356,8 @@ def train_user_shard(universes: Sequence[Mapping[str, Any]], training: Mapping[s
     ``lane`` ``(i, k)``: only slots ``i, i + k, ...``, one of the k lanes of
     ``training.per_device`` (:func:`multiverse.failures.guard_lanes`); an entry point on
     CUDA gets its lane's share of the GPU's memory, a command reads it from the
-    environment (``MULTIVERSE_GPU_SHARE``).
+    environment (``MULTIVERSE_GPU_SHARE``); a lane keeps its kept records until every
+    lane is done (:func:`clear_runs`).
     """
     device = resolve_device(training.get("device", "cpu"), log)  # no GPU where one is asked for: stop before any universe
 
@@ -392,6 +393,13 @@ def train_user_shard(universes: Sequence[Mapping[str, Any]], training: Mapping[s
         write_json(record_path, record)
         log.info("%s %s in %.2fs: %s %s", u["id"], u["params"], record["train_seconds"], record["status"],
                  f"({record.get('failure')}: {record['error']})" if record.get("error") else record["metrics"])
-    for record_path in record_paths:  # the shard is done: its declared records are what counts now
+    if lane[1] == 1:  # the shard is done (with lanes, once every lane is: scripts/train.py)
+        clear_runs(record_paths)
+
+
+def clear_runs(record_paths: Sequence[str]) -> None:
+    """A finished shard's kept records and attempts files, its declared records being
+    what counts now (the user's own files in ``run/`` stay)."""
+    for record_path in record_paths:
         for name in (KEPT_RECORD, ATTEMPTS):
             (Path(record_path).parent / "run" / name).unlink(missing_ok=True)

@@ -364,8 +364,9 @@ def guard_lanes(works: Sequence[Callable[[], None]], log: logging.Logger, *, ret
     own process, and one that kills or hangs its worker costs only its lane a new worker.
 
     A lane's processes see :data:`LANE_ENV` and :data:`SHARE_ENV` (``1/k``): the
-    built-in trainer and an entry point on CUDA cap their process's GPU memory to that
-    share (:func:`multiverse.runtime.take_gpu_share`), and a command reads it. JAX's
+    built-in trainer and an entry point on CUDA cap their process's torch allocator to that
+    share of the GPU's memory (:func:`multiverse.runtime.take_gpu_share`; each process's
+    CUDA context comes on top), and a command reads it. JAX's
     ``XLA_PYTHON_CLIENT_MEM_FRACTION`` is set to the same share where the user has not
     set it, since JAX otherwise takes 75% of the GPU at its first step.
 
@@ -393,15 +394,16 @@ def guard_lanes(works: Sequence[Callable[[], None]], log: logging.Logger, *, ret
     def forward(signum, _frame):
         if not stopping:
             stopping.append(signum)
-        for pid in lanes:
-            try:
-                os.kill(pid, signal.SIGTERM)
-            except OSError:
-                pass
+        for pid, lane in lanes.items():
+            if lane not in statuses:  # a lane reaped already may have passed its pid on
+                try:
+                    os.kill(pid, signal.SIGTERM)
+                except OSError:
+                    pass
 
+    statuses: dict[int, int] = {}
     for s in previous:
         signal.signal(s, forward)
-    statuses: dict[int, int] = {}
     try:
         while len(statuses) < len(lanes):
             pid, code = os.wait()  # PEP 475: a forwarded signal does not interrupt the wait

@@ -290,8 +290,10 @@ def train_stack(
     The record holds the same fields as a sequential one, plus ``pack_size`` (the
     stack's universes); ``train_seconds`` is the stack's time divided among them.
     ``progress(k, entry)`` is called with universe ``k``'s history entry after each of
-    its epochs. ``should_stop()`` is asked before each epoch; when it says so, the stack's
-    state is saved (``save``) and :class:`multiverse.errors.Preempted` is raised.
+    its epochs. ``should_stop()`` is asked before each epoch (not within one: a stacked
+    epoch must end inside the guard's 60 s grace after SIGTERM, or the stack resumes
+    from its last checkpoint); when it says so, the stack's state is saved (``save``)
+    and :class:`multiverse.errors.Preempted` is raised.
 
     Checkpoints: ``save(state)`` is called with the whole stack's training state (its
     weights, every universe's optimizer state, step count, minibatch-order generator,
@@ -371,10 +373,14 @@ def train_stack(
         if not running.any():
             break
         if should_stop is not None and should_stop():
+            saved = "it trains afresh"
             if save is not None:
-                save(state(epoch - 1))
-            raise Preempted(f"stopped before epoch {epoch} of a stack of {k} universes"
-                            + (" (saved)" if save is not None else " (it trains afresh)"))
+                try:
+                    save(state(epoch - 1))
+                    saved = "saved"
+                except Exception as err:  # noqa: BLE001  (the stop comes first: the job is being preempted)
+                    saved = f"not saved ({type(err).__name__}: {err}): it trains afresh"
+            raise Preempted(f"stopped before epoch {epoch} of a stack of {k} universes ({saved})")
         orders = [torch.randperm(n, generator=g) if r else None for g, r in zip(gens, running)]
         lock = int(per_epoch[running].max())
         batches = epoch_batches(orders, bs, lock, bmax).to(dev)

@@ -116,7 +116,7 @@ def analyse(df: pd.DataFrame, config: Mapping[str, Any], sensitivity: bool = Tru
     claims = config.get("claims", [])
     # each claim metric's design-based predictors (refits on earlier rounds), once for all its claims
     on_claims = list(dict.fromkeys(m for c in claims for m in C.kind(c).metrics(c)))
-    drawn = ctx.drawn() if on_claims and workers > 1 else None
+    drawn = ctx.drawn() if on_claims else None  # built here, so that every claim's context shares it
 
     def import_ax() -> None:
         if workers > 1 and sensitivity and sur:
@@ -125,11 +125,11 @@ def analyse(df: pd.DataFrame, config: Mapping[str, Any], sensitivity: bool = Tru
 
     done = fork_map([*(lambda m=m, s=s: (influence(s.model, space, base_all), loo_diagnostics(s.model, s.warp))
                        if s else (None, None) for m, s in sur.items()),
-                     *(lambda m=m: drawn.predictions(m) for m in (on_claims if drawn is not None else []))],
+                     *(lambda m=m: drawn.predictions(m) for m in (on_claims if workers > 1 else []))],
                     workers, meanwhile=import_ax)
     infl = {m: d[0] for m, d in zip(sur, done)}
     diag = {m: d[1] for m, d in zip(sur, done)}
-    for m, predictions in zip(on_claims if drawn is not None else [], done[len(sur):]):
+    for m, predictions in zip(on_claims if workers > 1 else [], done[len(sur):]):  # one worker: on first use
         drawn.keep(m, predictions)
     order = {m: k for k, m in enumerate(sur)}
 

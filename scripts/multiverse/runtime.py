@@ -109,10 +109,11 @@ def resolve_device(device: str, log: "logging.Logger | None" = None) -> str:
 def take_gpu_share(device: str, log: "logging.Logger | None" = None) -> float | None:
     """Under ``training.per_device`` k (:func:`multiverse.failures.guard_lanes`), cap
     this process's CUDA memory to its share of the GPU (``MULTIVERSE_GPU_SHARE``, 1/k)
-    with ``torch.cuda.set_per_process_memory_fraction``, so that k universes fit side by
-    side and one that outgrows its share runs out of memory alone (a failed universe,
-    cause "out of memory") rather than starving the others. The share, or None where
-    there is none to take (not a lane, not CUDA, no torch)."""
+    with ``torch.cuda.set_per_process_memory_fraction``: torch's allocator in this
+    process then raises out of memory (a failed universe, cause "out of memory") past
+    that share, before it starves the others. The cap is torch's only: each process's
+    CUDA context (a few hundred MB) and memory allocated outside torch come on top. The
+    share, or None where there is none to take (not a lane, not CUDA, no torch)."""
     share = os.environ.get("MULTIVERSE_GPU_SHARE")
     if not share or device != "cuda" or not ("torch" in sys.modules or _importable("torch")):
         return None
@@ -138,7 +139,8 @@ def fork_map(tasks: Sequence[Callable[[], Any]], workers: int, meanwhile: Callab
     """Each task's result, in order, from ``workers`` forked child processes that inherit
     this process's state (fitted models, data) and take the tasks in turn, each sending
     its result back pickled. A task that raises raises here, as itself where it pickles
-    (else a :class:`RuntimeError` with its traceback), once the others have run. One
+    (else a :class:`RuntimeError` with its traceback; the lowest task's where several
+    do), once the others have run, with the child's traceback as a note. One
     worker, one task or no ``os.fork``: the tasks run here, one after another.
     ``meanwhile``: run here once the children have started (or first, without
     children), e.g. an import that later tasks need, which this process then pays once.
@@ -157,7 +159,7 @@ def fork_map(tasks: Sequence[Callable[[], Any]], workers: int, meanwhile: Callab
             meanwhile()
         return [task() for task in tasks]
     results: list[Any] = [None] * len(tasks)
-    failed: list[BaseException] = []
+    failed: list[tuple[int, BaseException]] = []  # (task, its error)
     # result pipe's read end -> the child's pid, command pipe, the tasks it was given and has not answered, bytes
     children: dict[int, dict[str, Any]] = {}
     following = iter(range(len(tasks)))
@@ -168,11 +170,14 @@ def fork_map(tasks: Sequence[Callable[[], Any]], workers: int, meanwhile: Callab
         if child["done"]:
             return
         index = next(following, -1)
-        os.write(child["command"], index.to_bytes(4, "little", signed=True))
         if index < 0:
             child["done"] = True
         else:
-            child["tasks"].append(index)
+            child["tasks"].append(index)  # before the write: a child that died reports it (EOF, below)
+        try:
+            os.write(child["command"], index.to_bytes(4, "little", signed=True))
+        except BrokenPipeError:  # it died in a task it holds; its end of the result pipe says so
+            pass
 
     try:
         for _ in range(workers):
@@ -204,8 +209,9 @@ def fork_map(tasks: Sequence[Callable[[], Any]], workers: int, meanwhile: Callab
                 chunk = os.read(fd, 1 << 20)
                 if not chunk:  # the child died in its task: the ones it was given after it go to no one
                     _, status = os.waitpid(child["pid"], 0)
-                    failed.append(RuntimeError(f"task {child['tasks'][0]} of fork_map ended its process (exit "
-                                               f"status {os.waitstatus_to_exitcode(status)})"))
+                    failed.append((child["tasks"][0], RuntimeError(
+                        f"task {child['tasks'][0]} of fork_map ended its process (exit status "
+                        f"{os.waitstatus_to_exitcode(status)})")))
                     child["tasks"], child["pid"] = [], None
                     continue
                 child["data"].extend(chunk)
@@ -218,7 +224,9 @@ def fork_map(tasks: Sequence[Callable[[], Any]], workers: int, meanwhile: Callab
                     if message[0] == "ok":
                         results[index] = message[1]
                     else:
-                        failed.append(message[1] if message[1] is not None else RuntimeError(message[2]))
+                        err = message[1] if message[1] is not None else RuntimeError(message[2])
+                        err.add_note(f"in fork_map's task {index}, whose process printed:\n{message[2]}")
+                        failed.append((index, err))
                     give(child)
     finally:
         for child in children.values():
@@ -237,8 +245,8 @@ def fork_map(tasks: Sequence[Callable[[], Any]], workers: int, meanwhile: Callab
                     os.waitpid(child["pid"], 0)
                 except OSError:
                     pass
-    if failed:
-        raise failed[0]
+    if failed:  # the first task's that failed, whichever ended first
+        raise min(failed, key=lambda f: f[0])[1]
     return results
 
 
@@ -258,6 +266,7 @@ def _fork_map_child(tasks: Sequence[Callable[[], Any]], commands: int, results: 
                 text = "".join(traceback.format_exception(err))
                 try:
                     payload = pickle.dumps(("error", err, text))
+                    pickle.loads(payload)  # one that pickles but does not unpickle (a required argument) goes as text
                 except Exception:  # noqa: BLE001  (an exception that does not pickle: its text)
                     payload = pickle.dumps(("error", None, text))
             view = memoryview(len(payload).to_bytes(8, "little") + payload)

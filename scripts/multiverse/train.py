@@ -397,7 +397,16 @@ def train_stacks(data: Mapping[str, np.ndarray], universes: Sequence[Mapping[str
             log.warning("a stack of %s failed before (%s): training them one at a time", ids,
                         attempts.failed[-1]["error"])
             continue
-        last = [0.0] * len(slots)
+        checkpoint, key = runs[slots[0]] / STACK_CHECKPOINT, {"stack": [keys[s] for s in slots]}
+        saved = read_saved(checkpoint, key, log, ("state",))
+        if saved is not None:
+            log.info("stack of %s resumed from %s after epoch %d", ids, checkpoint, saved["state"]["epoch"])
+
+        def save(state: dict[str, Any], checkpoint=checkpoint, key=key) -> None:
+            atomic_write(checkpoint, lambda tmp: torch.save({"key": key, "state": state}, tmp))
+
+        # the seconds of a resumed stack's earlier epochs are not this job's (the ETA's clock)
+        last = [0.0 if saved is None else float(saved["state"]["seconds"])] * len(slots)
 
         def progress(k: int, entry: Mapping[str, float], slots=slots, last=last) -> None:
             """A universe's epoch line, as :class:`multiverse.entrypoint.Progress` writes it,
@@ -410,14 +419,6 @@ def train_stacks(data: Mapping[str, np.ndarray], universes: Sequence[Mapping[str
             log.info("%s epoch %s%s %s (%.1fs in a stack of %d; universe %d/%d, shard ETA %s)", universes[slot]["id"],
                      entry["epoch"], "" if planned is None else f"/{planned}", shown, entry["seconds"], len(slots),
                      slot + 1, len(clock.planned), "unknown" if eta is None else duration(eta))
-
-        checkpoint, key = runs[slots[0]] / STACK_CHECKPOINT, {"stack": [keys[s] for s in slots]}
-        saved = read_saved(checkpoint, key, log, ("state",))
-        if saved is not None:
-            log.info("stack of %s resumed from %s after epoch %d", ids, checkpoint, saved["state"]["epoch"])
-
-        def save(state: dict[str, Any], checkpoint=checkpoint, key=key) -> None:
-            atomic_write(checkpoint, lambda tmp: torch.save({"key": key, "state": state}, tmp))
 
         attempts.start(1)
         try:
@@ -461,7 +462,9 @@ def train_shard(
 ) -> None:
     """Train each universe of a shard and write its weights and record (slot order).
     ``lane`` ``(i, k)``: only slots ``i, i + k, ...``, one of the k lanes of
-    ``training.per_device`` (:func:`multiverse.failures.guard_lanes`).
+    ``training.per_device`` (:func:`multiverse.failures.guard_lanes`); a lane keeps its
+    universes' ``run/`` files until every lane is done (:func:`clear_runs`), so that a
+    job that fails or is stopped in another lane keeps what this one finished.
 
     A universe that fails is tried ``retries`` more times, then recorded as ``failed``
     with its cause (``failure``, :data:`multiverse.failures.CAUSES`) and error; one whose
@@ -525,7 +528,14 @@ def train_shard(
         write_json(record_path, record)
         log.info("%s %s in %.2fs: %s%s", u["id"], u["params"], record["train_seconds"], record["status"],
                  f" ({record['failure']}: {record['error']})" if record["status"] == "failed" else "")
-    for record_path in record_paths:  # the shard is done: its declared outputs are what counts now
+    if lane[1] == 1:  # the shard is done (with lanes, once every lane is: scripts/train.py)
+        clear_runs(record_paths)
+
+
+def clear_runs(record_paths: Sequence[str]) -> None:
+    """A finished shard's ``run/`` files (checkpoints, kept results, attempts), its
+    declared outputs being what counts now; a ``run/`` folder left empty goes too."""
+    for record_path in record_paths:
         run = Path(record_path).parent / "run"
         for name in (CHECKPOINT, FINAL, ATTEMPTS, STACK, STACK_CHECKPOINT):  # a checkpoint too, where a kill came between the two
             (run / name).unlink(missing_ok=True)
