@@ -49,6 +49,35 @@ def test_a_task_that_ends_its_process_is_an_error_naming_its_status_not_a_hang()
     assert time.monotonic() - t0 < 30
 
 
+class TwoArguments(Exception):
+    def __init__(self, a, b):
+        super().__init__(f"{a} and {b}")
+
+
+def test_errors_come_back_as_the_lowest_failing_tasks_with_the_childs_traceback():
+    def later():
+        time.sleep(0.3)
+        raise ValueError("task 0's error")
+
+    def unpicklable():
+        raise TwoArguments(1, 2)  # pickles, but does not unpickle: comes back as text
+
+    with pytest.raises(ValueError, match="task 0's error") as err:
+        fork_map([later, lambda: 1 / 0], 2)
+    assert "in fork_map's task 0" in err.value.__notes__[0] and "later" in err.value.__notes__[0]
+    with pytest.raises(RuntimeError, match="TwoArguments: 1 and 2"):
+        fork_map([lambda: 1, unpicklable], 2)
+
+
+def test_a_child_that_dies_holding_a_queued_task_is_reported_not_a_broken_pipe():
+    def dies():
+        time.sleep(0.2)
+        os._exit(9)
+
+    with pytest.raises(RuntimeError, match="task 2 of fork_map ended its process \\(exit status 9\\)"):
+        fork_map([lambda: 1, lambda: time.sleep(1) or 2, dies, lambda: 4, lambda: 5], 2)
+
+
 def test_results_larger_than_a_pipe_and_work_meanwhile():
     seen = []
     out = fork_map([lambda: b"x" * 5_000_000, lambda: 2, lambda: b"y" * 300_000], 2, meanwhile=lambda: seen.append(1))
