@@ -23,6 +23,21 @@ MIXED_SPACE = {
 }
 
 
+@pytest.fixture
+def one_torch_thread():
+    """Torch on one thread while a test forks from pytest's process (a guard's worker, a
+    lane, a report worker): earlier tests ran multi-threaded torch in it, GNU OpenMP is
+    not fork-safe, and a child forked after an OpenMP parallel region hangs at its first
+    one. A train or report job forks before any multi-threaded torch work, so it never
+    meets this."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="session")
 def default_config():
     """The default study's config as written (no defaults filled in)."""

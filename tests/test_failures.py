@@ -5,12 +5,10 @@ Damaged state is reported and retrained; an older results folder gets a clear me
 import json
 import logging
 import math
-import os
 import re
 import signal
 import subprocess
 import sys
-import threading
 import time
 import weakref
 from functools import partial
@@ -76,16 +74,7 @@ os.kill(os.getpid(), signal.SIGKILL)
 '''
 
 
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    """The guard forks its workers from this (pytest's) process, which earlier tests ran
-    multi-threaded torch in: GNU OpenMP is not fork-safe, and a worker forked after an
-    OpenMP parallel region hangs at its first one. A train job forks before any torch
-    work (scripts/train.py), so it never meets this; here torch runs on one thread."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # it forks (conftest.one_torch_thread)
 
 
 @pytest.fixture

@@ -37,13 +37,7 @@ def train(C, seed, run_dir, progress):
 '''
 
 
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    """Forks from pytest's process after earlier tests ran torch: one thread (see test_failures)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # it forks (conftest.one_torch_thread)
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-import torch
 import yaml
 
 from multiverse.config import report_metrics, with_defaults
@@ -17,13 +16,7 @@ from multiverse.runtime import fork_map
 TINY = Path("results/tiny")
 
 
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    """Fork from pytest's process only with torch on one thread (as scripts/report.py runs)."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # it forks (conftest.one_torch_thread)
 
 
 def test_tasks_come_back_in_order_from_two_processes_that_each_take_several():

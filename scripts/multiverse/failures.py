@@ -296,12 +296,18 @@ def _worker(work: Callable[[], None], control: int, output: int, parent: int) ->
             traceback.print_exc()
             _tell({"error": traceback.format_exc(limit=-1).strip().splitlines()[-1]})
     finally:
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            logging.shutdown()
-        finally:
-            os._exit(status)
+        _leave(status)
+
+
+def _leave(status: int) -> None:
+    """End a forked worker or lane: its output and logs flushed, then ``os._exit`` (not
+    the job's own exit handlers)."""
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        logging.shutdown()
+    finally:
+        os._exit(status)
 
 
 def guard(work: Callable[[], None], log: logging.Logger, *, retries: int, timeout: float | None = None,
@@ -454,12 +460,7 @@ def _run_lane(lane: int, share: float, work: Callable[[], None], log: logging.Lo
         except BaseException:  # noqa: BLE001  (told in the job's log; the job fails with it)
             log.error("lane %d failed: %s", lane, traceback.format_exc())
     finally:
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            logging.shutdown()
-        finally:
-            os._exit(status)
+        _leave(status)
 
 
 def _watch(work, timeout, grace, poll, stopping, previous):
