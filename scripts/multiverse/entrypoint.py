@@ -173,19 +173,14 @@ class Progress:
         seconds = float(given) if isinstance(given, (int, float)) else now - self.start
         entry = {"epoch": epoch, **{k: _plain(v) for k, v in metrics.items()}, "seconds": round(seconds, 3)}
         self.history.append(entry)
-        shown = " ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}" for k, v in entry.items()
-                         if k not in ("epoch", "seconds"))
         if self.clock is None:
-            self.log.info("%s epoch %s %s (%.1fs)", self.id, epoch, shown, seconds)
+            self.log.info("%s epoch %s %s (%.1fs)", self.id, epoch, shown_metrics(entry), seconds)
             self.stop_if_asked(epoch)
             return
         # this epoch's own time in this job (a resumed universe's earlier epochs are not timed here)
         self.clock.epoch(self.slot, epoch, now - self.last)
         self.last = now
-        planned, eta = self.clock.planned[self.slot], self.clock.eta()
-        self.log.info("%s epoch %s%s %s (%.1fs; universe %d/%d, shard ETA %s)", self.id, epoch,
-                      "" if planned is None else f"/{planned}", shown, seconds, self.slot + 1,
-                      len(self.clock.planned), "unknown" if eta is None else duration(eta))
+        log_epoch(self.log, self.id, entry, self.clock, self.slot)
         self.stop_if_asked(epoch)
 
     def stop_if_asked(self, epoch: Any) -> None:
@@ -193,6 +188,23 @@ class Progress:
         its next ``progress`` call; resuming is its own, from its ``run_dir``."""
         if stop_requested():
             raise Preempted(f"{self.id} stopped after its epoch {epoch}")
+
+
+def shown_metrics(entry: Mapping[str, Any]) -> str:
+    """A history entry's metrics as an epoch line shows them."""
+    return " ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}" for k, v in entry.items()
+                    if k not in ("epoch", "seconds"))
+
+
+def log_epoch(log: logging.Logger, universe_id: str, entry: Mapping[str, Any], clock: ShardClock, slot: int,
+              where: str = "") -> None:
+    """One epoch line of a universe in its shard (:class:`Progress`; a stacked universe's
+    too, ``where`` saying so): the epoch of its planned total, its metrics, its seconds,
+    its place in the shard and the shard's ETA."""
+    planned, eta = clock.planned[slot], clock.eta()
+    log.info("%s epoch %s%s %s (%.1fs%s; universe %d/%d, shard ETA %s)", universe_id, entry["epoch"],
+             "" if planned is None else f"/{planned}", shown_metrics(entry), entry["seconds"], where, slot + 1,
+             len(clock.planned), "unknown" if eta is None else duration(eta))
 
 
 def _plain(v: Any) -> Any:

@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from multiverse.errors import Preempted, ShardFailed, UniverseDied  # noqa: F401  (re-exported)
+from multiverse.runtime import LANE_ENV, SHARE_ENV  # noqa: F401  (re-exported)
 from multiverse.runtime import set_parent_death_signal as _set_parent_death_signal
 from multiverse.runtime import write_json
 
@@ -357,9 +358,6 @@ def guard(work: Callable[[], None], log: logging.Logger, *, retries: int, timeou
             signal.signal(s, handler)
 
 
-#: The environment a lane's processes (and a universe's command) see under
-#: ``training.per_device`` k: the lane's number (0..k-1) and its share of the device.
-LANE_ENV, SHARE_ENV = "MULTIVERSE_LANE", "MULTIVERSE_GPU_SHARE"
 
 
 def guard_lanes(works: Sequence[Callable[[], None]], log: logging.Logger, *, retries: int,

@@ -7,9 +7,9 @@ import json
 import logging
 import os
 import pickle
+import platform
 import select
 import signal
-import platform
 import socket
 import sys
 import tempfile
@@ -106,6 +106,12 @@ def resolve_device(device: str, log: "logging.Logger | None" = None) -> str:
     return device
 
 
+#: The environment a lane's processes (and a universe's command) see under
+#: ``training.per_device`` k (:func:`multiverse.failures.guard_lanes`): the lane's
+#: number (0..k-1) and its share of the device.
+LANE_ENV, SHARE_ENV = "MULTIVERSE_LANE", "MULTIVERSE_GPU_SHARE"
+
+
 def take_gpu_share(device: str, log: "logging.Logger | None" = None) -> float | None:
     """Under ``training.per_device`` k (:func:`multiverse.failures.guard_lanes`), cap
     this process's CUDA memory to its share of the GPU (``MULTIVERSE_GPU_SHARE``, 1/k)
@@ -114,14 +120,14 @@ def take_gpu_share(device: str, log: "logging.Logger | None" = None) -> float | 
     that share, before it starves the others. The cap is torch's only: each process's
     CUDA context (a few hundred MB) and memory allocated outside torch come on top. The
     share, or None where there is none to take (not a lane, not CUDA, no torch)."""
-    share = os.environ.get("MULTIVERSE_GPU_SHARE")
+    share = os.environ.get(SHARE_ENV)
     if not share or device != "cuda" or not ("torch" in sys.modules or _importable("torch")):
         return None
     import torch  # deferred: only a CUDA lane needs it (see resolve_device)
 
     torch.cuda.set_per_process_memory_fraction(float(share))
     if log is not None:
-        log.info("lane %s: this process may use %s of the GPU's memory", os.environ.get("MULTIVERSE_LANE"), share)
+        log.info("lane %s: this process may use %s of the GPU's memory", os.environ.get(LANE_ENV), share)
     return float(share)
 
 

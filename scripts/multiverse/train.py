@@ -26,7 +26,7 @@ from torch import nn
 
 from multiverse import packed
 from multiverse.data import read_data
-from multiverse.entrypoint import Progress, ShardClock, duration
+from multiverse.entrypoint import Progress, ShardClock, log_epoch
 from multiverse.errors import Preempted
 from multiverse.nets import (  # noqa: F401  (make_model, scaled_lr re-exported: callers import them from here)
     DEFAULT_BASE_BATCH, DEFAULT_EPS, DEFAULT_MOMENTUM, as_tensors, budget, count_classes, make_model, network,
@@ -414,11 +414,7 @@ def train_stacks(data: Mapping[str, np.ndarray], universes: Sequence[Mapping[str
             slot = slots[k]
             clock.epoch(slot, entry["epoch"], (entry["seconds"] - last[k]) / len(slots))
             last[k] = entry["seconds"]
-            planned, eta = clock.planned[slot], clock.eta()
-            shown = " ".join(f"{name}={v:.6g}" for name, v in entry.items() if name not in ("epoch", "seconds"))
-            log.info("%s epoch %s%s %s (%.1fs in a stack of %d; universe %d/%d, shard ETA %s)", universes[slot]["id"],
-                     entry["epoch"], "" if planned is None else f"/{planned}", shown, entry["seconds"], len(slots),
-                     slot + 1, len(clock.planned), "unknown" if eta is None else duration(eta))
+            log_epoch(log, universes[slot]["id"], entry, clock, slot, f" in a stack of {len(slots)}")
 
         attempts.start(1)
         try:
