@@ -249,3 +249,25 @@ def test_each_round_is_given_only_the_design_settings_it_uses():
     assert round_settings({**design, "strategy": "sobol"}, 3) == {"strategy": "sobol"}
     assert round_settings({**design, "strategy": "random"}, 0) == {"strategy": "random"}
     assert round_settings({**design, "strategy": "grid"}, 1) == {"strategy": "grid", "grid_levels": 5}
+
+
+@pytest.mark.parametrize("strategy", ["sobol", "random", "grid"])
+def test_a_space_only_round_reads_the_earlier_design_files_and_writes_what_their_metrics_give(config, strategy):
+    """A Sobol, random or grid round's input is the earlier rounds' design files (so it
+    need not wait for their training): its state file equals the one the earlier rounds'
+    metrics records give, a failed universe's among them."""
+    from multiverse.config import round_settings
+
+    design = round_settings({**config["design"], "strategy": strategy, "grid_levels": 4}, 2)  # as rule design's params
+    args = ([4, 4, 4], 4, config["space"], design, config["seed"])
+    r0 = design_state(0, *args, [], {})
+    r1 = design_state(1, *args, [r0], {})
+    designs = [r0, r1]
+    metrics = [{"id": u["id"], "replicate_of": u["replicate_of"], "params": u["params"], "status": "ok",
+                "metrics": {"val_acc": 0.5, "train_loss": 1.0}} for d in designs for u in d["universes"]]
+    metrics[0] = {**metrics[0], "status": "failed", "metrics": {"val_acc": float("nan"), "train_loss": float("nan")}}
+    from_designs, from_metrics = design_state(2, *args, designs, {}), design_state(2, *args, metrics, {})
+    assert from_designs == from_metrics
+    assert from_designs["n_previous"] == 8
+    done = {SearchSpace.from_config(config["space"]).key(u["params"]) for d in designs for u in d["universes"]}
+    assert not done & {SearchSpace.from_config(config["space"]).key(u["params"]) for u in from_designs["universes"]}

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import make_checkout, snakemake
+from conftest import make_checkout, planned_jobs, snakemake
 
 OUT = Path("results/tiny")
 
@@ -124,3 +124,17 @@ def test_same_config_gives_identical_tables(run, tmp_path):
         assert a == b, f
     pd.testing.assert_frame_equal(pd.read_parquet(run / OUT / "multiverse.parquet"),
                                   pd.read_parquet(cwd / OUT / "multiverse.parquet"))
+
+
+def test_a_sobol_round_is_designed_without_waiting_for_training(tmp_path):
+    """Rule design's input: a Sobol round reads the earlier rounds' design files, so
+    Snakemake designs round 2 before any training; a GP round reads their metrics."""
+    cwd = make_checkout(tmp_path, design={"strategy": "sobol", "rounds": 2})
+    target = str(OUT / "design/round_2.json")
+    res = snakemake(cwd, "-n", "--cores", "2", target)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert planned_jobs(res) == {"design": 3}
+    cwd = make_checkout(tmp_path / "gp", design={"strategy": "gp-ivr", "rounds": 2})
+    res = snakemake(cwd, "-n", "--cores", "2", target)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert planned_jobs(res)["train"] == 2 and planned_jobs(res)["metrics"] == 2

@@ -138,6 +138,15 @@ def multiverse_hash(config: Mapping[str, Any]) -> str:
 GP_SETTINGS = ("outcomes", "candidates", "reference", "replicates", "categorical", "sampling", "uniform_share")
 
 
+#: The design strategies that choose from the space alone. A round of one reads which
+#: universes the earlier rounds drew (their design files), not what training made of them
+#: (:func:`multiverse.design.previous_records`), so Snakemake trains a round while it
+#: designs the next (rule design's input, ``design_inputs`` in workflow/rules/common.smk):
+#: the default study's rounds then train side by side rather than each waiting for the
+#: last one's metrics (docs/benchmarks.md).
+SPACE_ONLY = ("sobol", "random", "grid")
+
+
 def round_settings(design: Mapping[str, Any], round_: int, claims: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
     """The ``design`` settings round ``round_`` uses, and only those: the design rule's
     params, so that an edit reruns exactly the rounds it changes. Round 0 of a GP

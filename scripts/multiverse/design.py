@@ -70,6 +70,20 @@ def universe_outcomes(
     return universes, ids, {m: np.array(v, dtype=float).reshape(len(universes), width) for m, v in values.items()}
 
 
+def previous_records(inputs: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The records :func:`design_round` reads, from the design rule's inputs: a metrics
+    record stands for itself (a GP round reads every result), and an earlier round's
+    design file (a :data:`multiverse.config.SPACE_ONLY` round's input) for its universes, one record each
+    with ``params``, ``id`` and ``replicate_of`` and no metrics."""
+    out: list[Mapping[str, Any]] = []
+    for rec in inputs:
+        if "universes" in rec:
+            out += [{"id": u["id"], "replicate_of": u["replicate_of"], "params": u["params"]} for u in rec["universes"]]
+        else:
+            out.append(rec)
+    return out
+
+
 def claim_metrics(claims: Sequence[Mapping[str, Any]]) -> list[str]:
     """The metrics the ``claims`` are read on, in order, once each."""
     return list(dict.fromkeys(m for c in claims for m in kind(c).metrics(c)))
@@ -290,8 +304,11 @@ def design_state(
 ) -> dict[str, Any]:
     """The state file of design round ``round_``: its universes (id, shard, seed,
     parameters, and the universe each replicates, if any), the strategy and its
-    diagnostics."""
+    diagnostics. ``previous``: the design rule's inputs (:func:`previous_records`);
+    ``n_previous`` counts the records read: one per earlier universe and seed read for a
+    GP round, one per earlier universe for a :data:`multiverse.config.SPACE_ONLY` round."""
     space = SearchSpace.from_config(space_config)
+    previous = previous_records(previous)
     universes, replicate_of, info = design_round(round_, sizes, space, design, seed, previous)
     strategy = info.pop("strategy")
     sampling = sampling_record(round_, strategy, info, len(universes))

@@ -17,6 +17,7 @@ except ImportError as err:
         "pip install multiverse-analysis (in a clone of the repository: pip install -r requirements.txt -e .)"
     ) from err
 from multiverse.config import (  # noqa: E402
+    SPACE_ONLY,
     check_config,
     compose,
     data_file,
@@ -143,12 +144,23 @@ def shard_files(name):
     )
 
 
-def previous_metrics(wildcards):
-    """Round r's design reads every result of the rounds before it: the first
-    `design.replicates` seeds of each universe, so that adding seeds to a
-    finished study redoes no design."""
+def design_inputs(wildcards):
+    """What round r's design reads. A GP round: every result of the rounds before it, the
+    first `design.replicates` seeds of each universe (so adding seeds to a finished study
+    redoes no design). A Sobol, random or grid round (multiverse.config.SPACE_ONLY): the
+    earlier rounds' design files only, so it need not wait for their training."""
+    rounds = range(int(wildcards.round))
+    if round_settings(config["design"], int(wildcards.round))["strategy"] in SPACE_ONLY:
+        return [f"{OUT}/design/round_{r}.json" for r in rounds]
     seeds = range(config["design"]["replicates"])
-    return universe_files("metrics.json", range(int(wildcards.round)), seeds=seeds)
+    return universe_files("metrics.json", rounds, seeds=seeds)
+
+
+def design_threads(wildcards):
+    """A GP round's threads are `design.threads`; a Sobol, random or grid round fits no
+    GP and takes one core, so that it runs beside data preparation and training."""
+    space_only = round_settings(config["design"], int(wildcards.round))["strategy"] in SPACE_ONLY
+    return 1 if space_only else config["design"]["threads"]
 
 
 CLAIMS = [c["name"] for c in config["claims"]]

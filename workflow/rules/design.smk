@@ -1,6 +1,6 @@
 rule design:
     input:
-        previous_metrics,
+        design_inputs,
     output:
         f"{OUT}/design/round_{{round}}.json",
     log:
@@ -15,7 +15,7 @@ rule design:
         sizes=lambda wildcards: round_sizes(config)[: int(wildcards.round) + 1],
         shard_size=config["training"]["shard_size"],
         seed=config["design"].get("seed", config["seed"]),
-    threads: config["design"]["threads"]
+    threads: design_threads
     resources:
         mem_mb=RESOURCES["design"]["mem_mb"],
         runtime=RESOURCES["design"]["runtime"],
