@@ -97,7 +97,7 @@ def main() -> None:
     rows = [
         ("universes", f"{n}"),
         ("workflow, end to end (wall)", f"{total:.1f} s"),
-        ("  design jobs (sum of wall; they run alone)", f"{design:.1f} s"),
+        ("  design jobs (sum of wall)", f"{design:.1f} s"),
         ("  train jobs (sum of wall)", f"{jobs.get('train', 0):.1f} s"),
         ("    of which training loops (sum over universes)", f"{inside:.1f} s"),
         ("  metrics jobs (sum of wall)", f"{jobs.get('metrics', 0):.1f} s"),
