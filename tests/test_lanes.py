@@ -125,6 +125,10 @@ def test_the_built_in_trainer_in_two_lanes_writes_what_one_lane_writes_bitwise(t
         assert a.keys() == b.keys() and all(torch.equal(a[n], b[n]) for n in a)
         ra, rb = (json.loads((tmp_path / f / f"u{k}" / "train.json").read_text()) for f in ("one", "two"))
         assert ra["history"][-1]["val_acc"] == rb["history"][-1]["val_acc"] and ra["status"] == rb["status"] == "ok"
+    # each lane's epoch lines count and time its own universes, and say so
+    one, two = ((tmp_path / f"{f}.log").read_text() for f in ("one", "two"))
+    assert "universe 3/3, shard ETA" in one and "lane" not in one
+    assert "universe 2/2 of lane 1/2, lane ETA" in two and "universe 1/1 of lane 2/2, lane ETA" in two
     # a lane keeps its universes' kept results until every lane is done (scripts/train.py then clears them)
     assert all((tmp_path / "two" / f"u{k}" / "run" / "final.pt").exists() for k in range(3))
     assert not any((tmp_path / "one").glob("u*/run"))  # one lane alone clears its own

@@ -107,10 +107,13 @@ def checked_metrics(result: Any, declared: Mapping[str, Mapping[str, Any]]) -> d
 class ShardClock:
     """Where a shard's job stands, for the ETA of its epoch lines: the epochs each universe
     plans (slot order; None where not known, as for a user's training), the epochs each
-    has done, and the seconds of the epochs trained in this job so far."""
+    has done, and the seconds of the epochs trained in this job so far. ``lane`` ``(i, k)``:
+    lane i of the job's k (``training.per_device``), whose universes these are; each lane
+    runs its own clock, so its lines count and time the lane's universes and say so."""
 
-    def __init__(self, planned: Sequence[int | None]):
+    def __init__(self, planned: Sequence[int | None], lane: tuple[int, int] = (0, 1)):
         self.planned = list(planned)
+        self.lane = lane
         self.done = [0] * len(self.planned)
         self.finished: dict[int, int] = {}
         self.seconds, self.timed = 0.0, 0
@@ -200,11 +203,14 @@ def log_epoch(log: logging.Logger, universe_id: str, entry: Mapping[str, Any], c
               where: str = "") -> None:
     """One epoch line of a universe in its shard (:class:`Progress`; a stacked universe's
     too, ``where`` saying so): the epoch of its planned total, its metrics, its seconds,
-    its place in the shard and the shard's ETA."""
+    its place in the shard (in its lane, with ``training.per_device`` lanes) and the shard's
+    (the lane's) ETA."""
     planned, eta = clock.planned[slot], clock.eta()
-    log.info("%s epoch %s%s %s (%.1fs%s; universe %d/%d, shard ETA %s)", universe_id, entry["epoch"],
-             "" if planned is None else f"/{planned}", shown_metrics(entry), entry["seconds"], where, slot + 1,
-             len(clock.planned), "unknown" if eta is None else duration(eta))
+    lane, lanes = clock.lane
+    place = f"universe {slot + 1}/{len(clock.planned)}" + (f" of lane {lane + 1}/{lanes}, lane" if lanes > 1 else ", shard")
+    log.info("%s epoch %s%s %s (%.1fs%s; %s ETA %s)", universe_id, entry["epoch"],
+             "" if planned is None else f"/{planned}", shown_metrics(entry), entry["seconds"], where, place,
+             "unknown" if eta is None else duration(eta))
 
 
 def _plain(v: Any) -> Any:
@@ -382,7 +388,7 @@ def train_user_shard(universes: Sequence[Mapping[str, Any]], training: Mapping[s
     if fn is not None:  # in this process: cap its CUDA memory to the lane's share
         take_gpu_share(device, log)
     env = versions(["numpy"])
-    clock = ShardClock([None] * len(universes))
+    clock = ShardClock([None] * len(universes), lane)
     for slot, (u, record_path) in enumerate(zip(universes, record_paths)):
         run_dir = Path(record_path).parent / "run"
         # JSON's form (tuples as lists), as the kept file holds it

@@ -488,7 +488,7 @@ def train_shard(
     universes, model_paths, record_paths = (list(x)[lane[0]::lane[1]] for x in (universes, model_paths, record_paths))
     take_gpu_share(device.type, log)
     env = versions(["torch", "numpy"])
-    clock = ShardClock([planned_epochs(u["params"], training["epochs"], len(data["y_train"])) for u in universes])
+    clock = ShardClock([planned_epochs(u["params"], training["epochs"], len(data["y_train"])) for u in universes], lane)
     digest = data_digest(data)  # once per shard, for every universe's key
     pack = "auto" if training.get("pack") == "auto" else "off"  # YAML reads a bare off as false
     runs = [Path(r).parent / "run" for r in record_paths]
