@@ -111,6 +111,39 @@ def test_sigterm_to_the_job_stops_every_lane_and_exits_to_be_rerun(project):
     assert signal.getsignal(signal.SIGTERM) is previous  # the job's own handler is back
 
 
+def test_a_sigterm_while_the_job_forks_waits_for_its_handler_and_stops_the_job_to_be_rerun(project):
+    """A stop that comes right after a fork, before the forking process's forwarding
+    handler is in place (the job after its first lane's fork; a lane after its worker's),
+    waits for that handler instead of killing the process: the job exits with
+    PREEMPTED_EXIT. Run in a child of the test, which the signal would otherwise kill."""
+    real_fork = os.fork
+    forked: list[int] = []
+
+    def fork():
+        pid = real_fork()
+        if pid:  # the forking process, just after its first fork
+            forked.append(pid)
+            if len(forked) == 1:
+                os.kill(os.getpid(), signal.SIGTERM)
+        return pid
+
+    job = real_fork()
+    if job == 0:
+        code = 1
+        try:
+            os.fork = fork
+            user_shard(project, [5.0, 5.0], 2, "window", grace=1.0)
+            code = 0
+        except SystemExit as err:
+            code = err.code if isinstance(err.code, int) else 1
+        finally:
+            os._exit(code)
+    t0 = time.monotonic()
+    _, status = os.waitpid(job, 0)
+    assert os.waitstatus_to_exitcode(status) == F.PREEMPTED_EXIT and time.monotonic() - t0 < 30
+    assert "asked to stop" in (project / "window.log").read_text()
+
+
 def test_the_built_in_trainer_in_two_lanes_writes_what_one_lane_writes_bitwise(tmp_path, digits, config):
     params = [{"optimizer": "adam", "lr": 3e-3, "weight_decay": 1e-5, "batch_size": 64},
               {"optimizer": "sgd", "lr": 0.05, "weight_decay": 0.0, "batch_size": 32},

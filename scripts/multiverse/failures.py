@@ -261,6 +261,25 @@ def die_with_parent() -> None:
     _set_parent_death_signal()
 
 
+#: The signals that ask a job to stop (SLURM's preemption, Ctrl-C).
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+def _hold_stop_signals() -> Any:
+    """Block :data:`STOP_SIGNALS` (returns the mask before): from a fork until the parent's
+    forwarding handler is in place, a stop waits rather than meets the handler before it
+    (the job's, or the default, which kills the process). Parent and child each lift it
+    once their own handlers are in place (:func:`_release_stop_signals`); a lane keeps it
+    until its guard's first worker is forked."""
+    return signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+
+
+def _release_stop_signals() -> None:
+    """The end of :func:`_hold_stop_signals`: a stop that came meanwhile is delivered now,
+    to the handlers just installed."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+
+
 def _worker(work: Callable[[], None], control: int, output: int, parent: int) -> None:
     """The forked worker: its own process group, killed with its parent, its output to
     the guard; runs ``work`` and ends with 0, :data:`PREEMPTED_EXIT` or 1."""
@@ -280,6 +299,7 @@ def _worker(work: Callable[[], None], control: int, output: int, parent: int) ->
         _CONTROL = control
         signal.signal(signal.SIGTERM, request_stop)
         signal.signal(signal.SIGINT, request_stop)
+        _release_stop_signals()
         try:  # the OOM killer's first choice is the worker, never the guard
             Path("/proc/self/oom_score_adj").write_text("1000")
         except OSError:
@@ -384,16 +404,21 @@ def guard_lanes(works: Sequence[Callable[[], None]], log: logging.Logger, *, ret
         return
     share = 1.0 / len(works)
     lanes: dict[int, int] = {}
-    for lane, work in enumerate(works):
-        sys.stdout.flush()
-        sys.stderr.flush()
-        parent = os.getpid()
-        pid = os.fork()
-        if pid == 0:
-            _run_lane(lane, share, work, log, parent, retries=retries, timeout=timeout, grace=grace, poll=poll)
-        lanes[pid] = lane
     stopping: list[int] = []
-    previous = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    previous = {s: signal.getsignal(s) for s in STOP_SIGNALS}
+    held = _hold_stop_signals()  # a stop while the lanes are forked waits for `forward`
+    try:
+        for lane, work in enumerate(works):
+            sys.stdout.flush()
+            sys.stderr.flush()
+            parent = os.getpid()
+            pid = os.fork()
+            if pid == 0:
+                _run_lane(lane, share, work, log, parent, retries=retries, timeout=timeout, grace=grace, poll=poll)
+            lanes[pid] = lane
+    except BaseException:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        raise
 
     def forward(signum, _frame):
         if not stopping:
@@ -408,6 +433,7 @@ def guard_lanes(works: Sequence[Callable[[], None]], log: logging.Logger, *, ret
     statuses: dict[int, int] = {}
     for s in previous:
         signal.signal(s, forward)
+    signal.pthread_sigmask(signal.SIG_SETMASK, held)  # a stop that came meanwhile: forwarded now
     try:
         while len(statuses) < len(lanes):
             pid, code = os.wait()  # PEP 475: a forwarded signal does not interrupt the wait
@@ -446,9 +472,9 @@ def _run_lane(lane: int, share: float, work: Callable[[], None], log: logging.Lo
         os.environ[LANE_ENV] = str(lane)
         os.environ[SHARE_ENV] = f"{share:.6g}"
         os.environ.setdefault("XLA_PYTHON_CLIENT_MEM_FRACTION", f"{share:.6g}")
-        for s in (signal.SIGTERM, signal.SIGINT):  # the job's handlers are not the lane's
+        for s in STOP_SIGNALS:  # the job's handlers are not the lane's. The stop signals stay
             signal.signal(s, signal.default_int_handler if s == signal.SIGINT else signal.SIG_DFL)
-        try:
+        try:  # held (guard_lanes) until its guard forwards them to its first worker (_watch)
             guard(work, log, **guarded)
             status = 0
         except SystemExit as err:
@@ -471,7 +497,12 @@ def _watch(work, timeout, grace, poll, stopping, previous):
     sys.stdout.flush()
     sys.stderr.flush()
     parent = os.getpid()
-    pid = os.fork()
+    held = _hold_stop_signals()
+    try:
+        pid = os.fork()
+    except BaseException:
+        signal.pthread_sigmask(signal.SIG_SETMASK, held)
+        raise
     if pid == 0:
         os.close(control_r)
         os.close(output_r)
@@ -495,6 +526,8 @@ def _watch(work, timeout, grace, poll, stopping, previous):
 
     for s in previous:
         signal.signal(s, forward)
+    # a stop that came meanwhile is forwarded now (in a lane, one since the lane was forked)
+    _release_stop_signals()
     tail: deque[str] = deque(maxlen=TAIL_LINES)
     running, note, status, reaped = None, {}, None, False
     deadline = stop_deadline = drain_deadline = None
