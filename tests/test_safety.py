@@ -45,7 +45,7 @@ def test_bad_config_stops_snakemake_before_any_job(tmp_path, edit, message):
                                     "lr": {"type": "int", "low": 1, "high": 2},
                                     "weight_decay": {"type": "int", "low": 1, "high": 2},
                                     "batch_size": {"type": "int", "low": 16, "high": 17}}),
-                    c["design"].update(initial=4, batch=12)), "design.batch"),
+                    c["design"].update(initial=4, batch=12), c["training"].update(shard_size=4)), "design.batch"),
         (lambda c: c["data"].update(dataset="mnist"), "data.path"),
         (lambda c: c["report"].update(metrics=["sharpness"]), "report.metrics[0]"),
         (lambda c: c["claims"][0].update(b=["adam"]), "claims[0].b"),
