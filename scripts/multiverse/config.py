@@ -124,8 +124,6 @@ def multiverse_hash(config: Mapping[str, Any]) -> str:
         if section in core:
             core[section] = {k: v for k, v in core[section].items() if k not in (
                 "threads", "per_device", "retries", "timeout", "checkpoint_every", "gpus", "budget")}
-    if core.get("training", {}).get("dtype") == "float32":  # the default leaves earlier studies' hashes as they were
-        core["training"] = {k: v for k, v in core["training"].items() if k != "dtype"}
     if "design" in core:
         if core["design"].get("strategy") == "gp-claims":
             core["claims"] = config.get("claims", [])
@@ -381,9 +379,6 @@ def check_user_trainer(config: Mapping[str, Any], metrics: Mapping[str, Any]) ->
     given, or a command whose placeholders exist; and declared metrics."""
     training, space = config["training"], config["space"]
     forms = [k for k in USER_TRAINERS if training.get(k)]
-    if training.get("dtype", "float32") != "float32":
-        raise ConfigError("training.dtype", "float32 (the default) with your own training: dtype is the built-in "
-                          "trainer's; set your training's precision in its own code", training["dtype"])
     if len(forms) > 1:
         raise ConfigError("training.command", "either training.entrypoint or training.command, not both", training["command"])
     if not metrics:

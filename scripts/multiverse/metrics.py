@@ -55,11 +55,9 @@ def universe_metrics(
         if sharpness is not None:
             out["sharpness"] = math.nan
         return out
-    # the weights' floating type (training.dtype): a float64 network is measured in float64
-    dtype = next((v.dtype for v in state.values() if v.is_floating_point()), torch.float32)
-    t, shape = as_tensors(data, torch.device("cpu"), None if dtype == torch.float32 else dtype)
+    t, shape = as_tensors(data, torch.device("cpu"))
     width, depth, dropout = network(record.get("params") or {}, width, depth)
-    model = make_model(t["X_train"].shape[1], record["n_classes"], width, depth, arch, shape, dropout).to(dtype)
+    model = make_model(t["X_train"].shape[1], record["n_classes"], width, depth, arch, shape, dropout)
     model.load_state_dict(state)
     model.to(resolve_device(device)).eval()
     out = {}

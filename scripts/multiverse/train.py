@@ -363,7 +363,7 @@ def keep_final(run: Path, key: Mapping[str, Any], state: Mapping[str, torch.Tens
 def train_stacks(data: Mapping[str, np.ndarray], universes: Sequence[Mapping[str, Any]], model: Mapping[str, Any],
                  training: Mapping[str, Any], runs: Sequence[Path], keys: Sequence[Mapping[str, Any]],
                  log: logging.Logger, clock: ShardClock, env: Mapping[str, Any], device: torch.device,
-                 checkpoint_every: int = 1, dtype: torch.dtype | None = None) -> set[int]:
+                 checkpoint_every: int = 1) -> set[int]:
     """``training.pack: auto``: train the shard's universes that :func:`multiverse.packed.packable`
     allows and that no earlier run of the shard finished as stacked ensembles
     (:func:`multiverse.packed.stacks`; a stack of one trains alone, as the rest do), and
@@ -422,7 +422,7 @@ def train_stacks(data: Mapping[str, np.ndarray], universes: Sequence[Mapping[str
                 data, [universes[s]["params"] for s in slots], [universes[s]["seed"] for s in slots],
                 epochs=training["epochs"], width=model["width"], depth=model["depth"], device=device,
                 base_batch=training["base_batch"], progress=progress, should_stop=stop_requested, save=save,
-                checkpoint_every=checkpoint_every, resume=None if saved is None else saved["state"], dtype=dtype)
+                checkpoint_every=checkpoint_every, resume=None if saved is None else saved["state"])
         except Preempted:
             raise
         except Exception as err:  # noqa: BLE001  (its universes train one at a time instead)
@@ -491,16 +491,13 @@ def train_shard(
     clock = ShardClock([planned_epochs(u["params"], training["epochs"], len(data["y_train"])) for u in universes], lane)
     digest = data_digest(data)  # once per shard, for every universe's key
     pack = "auto" if training.get("pack") == "auto" else "off"  # YAML reads a bare off as false
-    dtype = torch.float64 if training.get("dtype") == "float64" else None  # None: as the data come, float32
     runs = [Path(r).parent / "run" for r in record_paths]
-    keys = [{"universe": universe_fields(u), **({"pack": pack} if pack != "off" else {}),
-             **({"dtype": "float64"} if dtype is not None else {}), **universe_key(
+    keys = [{"universe": universe_fields(u), **({"pack": pack} if pack != "off" else {}), **universe_key(
         digest, u["params"], seed=u["seed"], epochs=training["epochs"], width=model["width"], depth=model["depth"],
         arch=model["arch"], base_batch=training["base_batch"], device=device.type)} for u in universes]
     stacked = set()
     if pack == "auto":
-        stacked = train_stacks(data, universes, model, training, runs, keys, log, clock, env, device, checkpoint_every,
-                               dtype)
+        stacked = train_stacks(data, universes, model, training, runs, keys, log, clock, env, device, checkpoint_every)
     for slot, (u, model_path, record_path) in enumerate(zip(universes, model_paths, record_paths)):
         run, key = runs[slot], keys[slot]
         kept = read_saved(run / FINAL, key, log, FINAL_FIELDS)
@@ -515,7 +512,6 @@ def train_shard(
                 depth=model["depth"], device=training["device"], arch=model["arch"],
                 base_batch=training["base_batch"], progress=Progress(u["id"], log, clock, slot),
                 checkpoint_path=run / CHECKPOINT, checkpoint_every=checkpoint_every, log=log, digest=digest,
-                dtype=dtype,
             ), retries, passthrough=(DeviceUnavailable,))  # the node's fault, not the universe's
             state, record = result if result is not None else ({}, None)
             if record is None:  # every attempt failed, here or in a worker that died or overran

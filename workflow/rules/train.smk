@@ -21,8 +21,7 @@ rule train:
             {"model": config["model"], "training": {
                 **{k: config["training"][k] for k in ("epochs", "device", "base_batch")},
                 # only when on, so that "off" leaves the params (and finished jobs) as before
-                **({"pack": "auto"} if config["training"]["pack"] == "auto" else {}),
-                **({"dtype": "float64"} if config["training"]["dtype"] == "float64" else {})}}
+                **({"pack": "auto"} if config["training"]["pack"] == "auto" else {})}}
             if BUILTIN
             else {
                 "training": {k: config["training"][k] for k in (TRAINER, "pythonpath", "device") if k in config["training"]},
