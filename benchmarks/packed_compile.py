@@ -24,8 +24,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 
 
 def stack_step(k: int, b: int, seed: int = 0):
-    """A stack of ``k`` default-study MLPs and one minibatch of ``b`` rows per universe;
-    returns ``(step, stack)`` where ``step()`` runs forward, masked loss and backward."""
+    """A stack of ``k`` default-study MLPs and one minibatch of ``b`` rows per universe:
+    returns ``(loss, inputs, stack)``, ``loss(*inputs)`` being the stack's summed masked
+    loss (forward and loss; :func:`seconds_per_step` runs its backward)."""
     from multiverse.nets import make_model
     from multiverse.packed import Stack
 

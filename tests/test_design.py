@@ -269,5 +269,7 @@ def test_a_space_only_round_reads_the_earlier_design_files_and_writes_what_their
     from_designs, from_metrics = design_state(2, *args, designs, {}), design_state(2, *args, metrics, {})
     assert from_designs == from_metrics
     assert from_designs["n_previous"] == 8
+    raw = {**config["design"], "strategy": strategy, "grid_levels": 4}  # outcomes too: a space-only round reads none
+    assert design_state(2, [4, 4, 4], 4, config["space"], raw, config["seed"], designs, {}) == from_designs
     done = {SearchSpace.from_config(config["space"]).key(u["params"]) for d in designs for u in d["universes"]}
     assert not done & {SearchSpace.from_config(config["space"]).key(u["params"]) for u in from_designs["universes"]}

@@ -144,6 +144,25 @@ def test_a_sigterm_while_the_job_forks_waits_for_its_handler_and_stops_the_job_t
     assert "asked to stop" in (project / "window.log").read_text()
 
 
+def test_a_sigterm_between_two_workers_reaches_the_next_worker(project, monkeypatch):
+    """A stop that comes after a worker died and before the guard forks the next one meets
+    the dead worker's forwarding handler: the next worker is told too, and its universe
+    stops at its first progress report instead of training to the end."""
+    watch, calls = F._watch, []
+
+    def between(*args):
+        calls.append(1)
+        if len(calls) == 2:  # universe 0 killed the first worker; the second is not forked yet
+            os.kill(os.getpid(), signal.SIGTERM)
+        return watch(*args)
+
+    monkeypatch.setattr(F, "_watch", between)
+    with pytest.raises(SystemExit) as stop:
+        user_shard(project, [2.0, 1.0], 1, "between", grace=10.0)
+    assert stop.value.code == F.PREEMPTED_EXIT and len(calls) == 2
+    assert not (project / "between" / "u1" / "run" / "span.json").exists(), "universe 1 trained to its end"
+
+
 def test_the_built_in_trainer_in_two_lanes_writes_what_one_lane_writes_bitwise(tmp_path, digits, config):
     params = [{"optimizer": "adam", "lr": 3e-3, "weight_decay": 1e-5, "batch_size": 64},
               {"optimizer": "sgd", "lr": 0.05, "weight_decay": 0.0, "batch_size": 32},

@@ -26,6 +26,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 
 from multiverse.claims import kind
+from multiverse.config import SPACE_ONLY
 from multiverse.ids import derive_seed, replicate_seed, universe_id
 from multiverse.space import SearchSpace
 from multiverse.stats import seed_noise  # noqa: F401  (re-exported)
@@ -235,7 +236,8 @@ def design_round(
     """
     strategy = design["strategy"]
     claims = list(design.get("claims", [])) if strategy == "gp-claims" else []
-    names = list(dict.fromkeys(list(design.get("outcomes", [])) + claim_metrics(claims)))
+    # a Sobol, random or grid round reads no outcome (its inputs may be design files: previous_records)
+    names = [] if strategy in SPACE_ONLY else list(dict.fromkeys(list(design.get("outcomes", [])) + claim_metrics(claims)))
     universes, ids, values = universe_outcomes(space, previous, names)
     r = Round(round_, sizes[round_], sum(sizes[:round_]), space, design, seed, universes, ids, values, claims)
     return STRATEGIES[strategy](r)

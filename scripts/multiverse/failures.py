@@ -528,6 +528,8 @@ def _watch(work, timeout, grace, poll, stopping, previous):
         signal.signal(s, forward)
     # a stop that came meanwhile is forwarded now (in a lane, one since the lane was forked)
     _release_stop_signals()
+    if stopping:  # one that came between two workers met the last one's handler: this one stops too
+        forward(stopping[0], None)
     tail: deque[str] = deque(maxlen=TAIL_LINES)
     running, note, status, reaped = None, {}, None, False
     deadline = stop_deadline = drain_deadline = None
