@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import os
 import shutil
 import subprocess
 import sys
@@ -21,6 +22,18 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
+
+
+def run_workflow(dest: Path, args: list[str], env: dict[str, str] | None = None) -> None:
+    """Snakemake (``--quiet``, then ``args``) in ``dest``, a scratch copy of the checkout's
+    workflow, step scripts, config, envs and profile, so that the repo's results/ are not
+    touched; raises with the tail of Snakemake's errors when it fails."""
+    for d in ("workflow", "scripts", "config", "envs", "profiles"):
+        shutil.copytree(ROOT / d, dest / d, ignore=shutil.ignore_patterns("__pycache__"), dirs_exist_ok=True)
+    res = subprocess.run([sys.executable, "-m", "snakemake", "--quiet", *args], cwd=dest, capture_output=True,
+                         text=True, env=None if env is None else {**os.environ, **env})
+    if res.returncode != 0:
+        raise RuntimeError(f"snakemake {' '.join(args)} failed in {dest}:\n{res.stderr[-3000:]}")
 
 
 def job_seconds(bench_dir: Path) -> dict[str, float]:
@@ -73,11 +86,8 @@ def main() -> None:
     config = with_defaults(load_config(ROOT / args.config))
     with tempfile.TemporaryDirectory() as tmp:
         cwd = Path(tmp)
-        for d in ("workflow", "scripts", "config", "envs", "profiles"):
-            shutil.copytree(ROOT / d, cwd / d, ignore=shutil.ignore_patterns("__pycache__"))
-        cmd = [sys.executable, "-m", "snakemake", "--cores", str(args.cores), "--configfile", args.config, "--quiet"]
         start = time.perf_counter()
-        subprocess.run(cmd, cwd=cwd, check=True)
+        run_workflow(cwd, ["--cores", str(args.cores), "--configfile", args.config])
         total = time.perf_counter() - start
         results = cwd / "results" / config["study"]
         jobs = job_seconds(results / "benchmark")

@@ -22,9 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import shutil
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -41,20 +38,18 @@ RUNS: dict[str, tuple[dict[str, Any], dict[str, str]]] = {
 
 
 def run_study(dest: Path, name: str, cores: int = 2) -> Path:
-    """The default study run to the end in ``dest`` (a scratch copy of the checkout) as run
-    ``name`` of :data:`RUNS`; returns its results folder."""
+    """The default study run to the end in ``dest`` (a scratch copy of the checkout:
+    :func:`default_study.run_workflow`) as run ``name`` of :data:`RUNS`; returns its
+    results folder."""
     import yaml
 
+    from default_study import run_workflow
+
     overlay, env = RUNS[name]
-    for d in ("workflow", "config", "profiles"):
-        shutil.copytree(ROOT / d, dest / d, ignore=shutil.ignore_patterns("__pycache__"), dirs_exist_ok=True)
     study = f"verdicts_{name.replace('-', '_')}"
+    dest.mkdir(parents=True, exist_ok=True)
     (dest / "overlay.yaml").write_text(yaml.safe_dump(overlay))
-    cmd = [sys.executable, "-m", "snakemake", "--cores", str(cores), "--configfile", "overlay.yaml",
-           "--config", f"study={study}", "--quiet"]
-    res = subprocess.run(cmd, cwd=dest, env={**os.environ, **env}, capture_output=True, text=True)
-    if res.returncode != 0:
-        raise RuntimeError(f"run {name} failed:\n{res.stderr[-3000:]}")
+    run_workflow(dest, ["--cores", str(cores), "--configfile", "overlay.yaml", "--config", f"study={study}"], env)
     return dest / "results" / study
 
 

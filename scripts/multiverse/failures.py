@@ -378,8 +378,6 @@ def guard(work: Callable[[], None], log: logging.Logger, *, retries: int, timeou
             signal.signal(s, handler)
 
 
-
-
 def guard_lanes(works: Sequence[Callable[[], None]], log: logging.Logger, *, retries: int,
                 timeout: float | None = None, grace: float = 60.0, poll: float = 0.5) -> None:
     """``training.per_device``: run each lane's ``work`` (a share of the shard's

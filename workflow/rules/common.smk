@@ -144,13 +144,19 @@ def shard_files(name):
     )
 
 
+def space_only(wildcards):
+    """Whether round r's strategy chooses from the space alone (Sobol, random or grid:
+    multiverse.config.SPACE_ONLY; round 0 of a GP strategy is a Sobol round)."""
+    return round_settings(config["design"], int(wildcards.round))["strategy"] in SPACE_ONLY
+
+
 def design_inputs(wildcards):
     """What round r's design reads. A GP round: every result of the rounds before it, the
     first `design.replicates` seeds of each universe (so adding seeds to a finished study
-    redoes no design). A Sobol, random or grid round (multiverse.config.SPACE_ONLY): the
-    earlier rounds' design files only, so it need not wait for their training."""
+    redoes no design). A Sobol, random or grid round: the earlier rounds' design files
+    only, so it need not wait for their training."""
     rounds = range(int(wildcards.round))
-    if round_settings(config["design"], int(wildcards.round))["strategy"] in SPACE_ONLY:
+    if space_only(wildcards):
         return [f"{OUT}/design/round_{r}.json" for r in rounds]
     seeds = range(config["design"]["replicates"])
     return universe_files("metrics.json", rounds, seeds=seeds)
@@ -159,8 +165,7 @@ def design_inputs(wildcards):
 def design_threads(wildcards):
     """A GP round's threads are `design.threads`; a Sobol, random or grid round fits no
     GP and takes one core, so that it runs beside data preparation and training."""
-    space_only = round_settings(config["design"], int(wildcards.round))["strategy"] in SPACE_ONLY
-    return 1 if space_only else config["design"]["threads"]
+    return 1 if space_only(wildcards) else config["design"]["threads"]
 
 
 CLAIMS = [c["name"] for c in config["claims"]]
