@@ -1,9 +1,12 @@
-"""The README stays a two-minute read, every link in the docs leads somewhere, and the
-workflow catalog's usage file says what the catalog needs."""
+"""The README stays a two-minute read, its two commands pass in order on a fresh copy (slow),
+every link in the docs leads somewhere, and the workflow catalog's usage file says what the
+catalog needs."""
 
 from __future__ import annotations
 
+import os
 import re
+import shutil
 import unicodedata
 from pathlib import Path
 
@@ -112,3 +115,50 @@ def test_the_catalog_file_has_the_standardized_usage_keys():
     assert {"conda", "singularity", "singularity+conda"} <= set(stack)
     assert any(stack.values()), "at least one deployment method must work"
     assert usage["report"] is True
+
+
+def readme_commands() -> list[str]:
+    """The README's two commands, in order: the lines of the first two fenced bash blocks
+    of its "Two commands" section that are not comments."""
+    text = (ROOT / "README.md").read_text()
+    section = text.split("## Two commands", 1)[1].split("\n## ", 1)[0]
+    blocks = re.findall(r"^```bash\n(.*?)^```", section, flags=re.S | re.M)
+    return [line for block in blocks[:2] for line in block.splitlines() if line.strip() and not line.startswith("#")]
+
+
+def test_the_readme_has_two_command_lines():
+    assert readme_commands() == [readme_commands()[0], ".venv/bin/python -m pytest -q --durations=20 tests"]
+    assert '-e ".[test]"' in readme_commands()[0], "command 1 must install what command 2 needs (the test extra)"
+
+
+@pytest.mark.slow
+def test_the_two_readme_commands_pass_in_order_on_a_fresh_copy(tmp_path):
+    """A new user's day one: the README's command 1 (venv, install, default study, report)
+    then command 2 (the tests), verbatim, in a copy of this checkout with no venv and no
+    results. Command 2 runs as written, narrowed by PYTEST_ADDOPTS to two quick unit
+    modules (the whole suite would run this test again): what it shows is that pytest
+    and the test extra's packages (ppi-python, which test_design_based compares against)
+    are there after command 1 alone."""
+    import subprocess
+
+    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                           capture_output=True, check=True).stdout.decode().split("\0")
+    clone = tmp_path / "clone"
+    for name in filter(None, files):
+        src = ROOT / name
+        if src.is_file():
+            (clone / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, clone / name)
+    assert not (clone / ".venv").exists() and not (clone / "results" / "default").exists()
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTEST_ADDOPTS")}
+    one, two = readme_commands()
+    res = subprocess.run(["bash", "-c", one], cwd=clone, env=env, capture_output=True, text=True, timeout=1800)
+    assert res.returncode == 0, (res.stdout + res.stderr)[-4000:]
+    out = clone / "results" / "default"
+    assert (out / "report.html").stat().st_size > 10_000
+    assert (out / "snakemake_report.html").stat().st_size > 10_000
+    env["PYTEST_ADDOPTS"] = '-m "not slow" -k "test_design_based or test_space" -p no:cacheprovider'
+    res = subprocess.run(["bash", "-c", two], cwd=clone, env=env, capture_output=True, text=True, timeout=900)
+    assert res.returncode == 0, (res.stdout + res.stderr)[-4000:]
+    last = res.stdout.strip().splitlines()[-1]
+    assert re.search(r"\d+ passed", last) and "failed" not in last and "error" not in last, last
