@@ -7,7 +7,7 @@ computed from the grid's seed means (:func:`truth`). A *draw* runs the workflow'
 on the grid's space (round 0 Sobol, then gp-ivr rounds, :func:`multiverse.design.design_round`),
 snaps every chosen universe to the nearest unused grid cell, reads each universe's
 outcome from one of the cell's two seeds at random, and analyses the resulting table
-with the report's own code (:func:`multiverse.report.analyse`). Hundreds of draws then
+with the report's own code (:func:`multiverse.report_analysis.analyse`). Hundreds of draws then
 cost no training.
 
     .venv/bin/python benchmarks/calibration.py [--grids svm digits] [--draws 50] [--out FOLDER] [--report KEY=VALUE ...]
@@ -51,7 +51,7 @@ ROUNDS = (16, 8, 8, 8, 8)
 
 def report_defaults() -> dict:
     """The default study's report settings (``config/config.yaml`` with the schema's defaults)."""
-    from multiverse.config import load_config, with_defaults
+    from multiverse.spec import load_config, with_defaults
 
     return with_defaults(load_config(problems.ROOT / "config" / "config.yaml"))["report"]
 
@@ -222,18 +222,18 @@ def design_truth(grid: Grid, claim: Mapping[str, Any], budgets: Sequence[int] = 
     outcomes (a comparison, a trend) that is the truth of the seed means; Kendall's tau
     reads each universe's one outcome, seed noise included, so its truth is the mean of
     the per-seed taus (an expected best reads single draws already)."""
-    from multiverse.claims import kind
+    from multiverse.spec import spec_of
 
     t = truth(grid, claim, budgets)
-    return t["one_seed"] if kind(claim).DESIGN_READS_ONE_RUN else t["truth"]
+    return t["one_seed"] if spec_of(claim).design_reads_one_run else t["truth"]
 
 
 def holds(effect: float, claim: Mapping[str, Any]) -> bool:
     """Whether a (true) statistic satisfies the claim (:func:`multiverse.stats.holds_mask`)."""
     from multiverse import stats
-    from multiverse.claims import common
+    from multiverse.spec import claims as spec_claims
 
-    return bool(stats.holds_mask(np.array([effect]), common.relation(claim), common.margin(claim))[0])
+    return bool(stats.holds_mask(np.array([effect]), spec_claims.relation(claim), spec_claims.margin(claim))[0])
 
 
 def true_labels(grid: Grid, claim: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray]:
@@ -245,9 +245,9 @@ def true_labels(grid: Grid, claim: Mapping[str, Any]) -> tuple[np.ndarray, np.nd
     halves = [local_effects(grid, claim, grid.values[claim["metric"]][..., s]) for s in range(SEEDS)]
     err = float(np.sqrt(np.nanmean(((halves[0] - halves[1]) / 2) ** 2)))
     from multiverse import stats
-    from multiverse.claims import common
+    from multiverse.spec import claims as spec_claims
 
-    sign = stats.SIGN[common.relation(claim)]
+    sign = stats.SIGN[spec_claims.relation(claim)]
     labels = np.where(sign * local > CLEAR * err, "holds", np.where(sign * local < -CLEAR * err, "fails", "uncertain"))
     return local, labels
 
@@ -422,7 +422,7 @@ def run_draw(grid: Grid, seed: int, report: Mapping[str, Any] | None = None,
 def analyse_table(grid: Grid, df, seed: int, report: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
     """Analyse a study table ``df`` on ``grid``'s space with the report's code and score
     every claim of ``grid`` against the grid's truth."""
-    from multiverse import report as R
+    from multiverse import report_analysis as R
 
     config = study_config(grid, seed, report)
     result = R.analyse(df, config, sensitivity=False)

@@ -77,7 +77,7 @@ def main() -> None:
     ap.add_argument("--loop-only", metavar="RESULTS", help=argparse.SUPPRESS)
     ap.add_argument("--threads", type=int, help=argparse.SUPPRESS)
     args = ap.parse_args()
-    from multiverse.config import load_config, with_defaults
+    from multiverse.spec import load_config, with_defaults
 
     if args.loop_only:  # the lower bound's process: no snakemake import (with_defaults) in its time
         loop, n = in_process_loop(Path(args.loop_only), load_config(ROOT / args.config), args.threads)

@@ -86,7 +86,7 @@ def design_settings() -> dict:
     points, the schema's defaults for the rest (``initial``, ``batch`` and ``outcomes``
     are set per measurement)."""
     sys.path.insert(0, str(ROOT / "scripts"))
-    from multiverse.config import load_config, with_defaults
+    from multiverse.spec import load_config, with_defaults
 
     config = load_config(ROOT / "config" / "config.yaml")
     config["design"] = {**{k: config["design"][k] for k in ("initial", "rounds", "batch", "outcomes")},

@@ -109,7 +109,7 @@ def oracle_round(space, universes, y, n, seed, n_refit, grid, truth, kernel="rbf
 
 def run_one(problem, strategy, seed, args, writer, done):
     """One strategy on one problem under one seed: rounds until the budget, one row per round."""
-    from multiverse.config import load_config, with_defaults
+    from multiverse.spec import load_config, with_defaults
     from multiverse.design import design_round
     from multiverse.ids import derive_seed
     from multiverse.space import SearchSpace

@@ -90,7 +90,7 @@ def main() -> None:
         workflow_check(args.device, args.resnet_epochs, args.images)
         return
 
-    from multiverse.config import load_config
+    from multiverse.spec import load_config
     from multiverse.data import load_dataset, split_dataset
     from multiverse.metrics import universe_metrics
     from multiverse.space import SearchSpace

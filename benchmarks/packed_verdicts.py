@@ -71,11 +71,12 @@ def readings(results: Path) -> dict[tuple[str, str], dict[str, Any]]:
 def agreement(a: Mapping[str, Any], b: Mapping[str, Any]) -> str:
     """How reading ``b`` agrees with ``a``: ``same`` badge; ``compatible`` (different badges,
     not opposite, intervals overlapping); else ``opposite`` badges or ``disjoint`` intervals."""
-    from multiverse.claims import common
+    from multiverse.claims import verdict
+    from multiverse.spec import claims as spec_claims
 
     if a["badge"] == b["badge"]:
         return "same"
-    if common.opposite(a["badge"], b["badge"], common.relation(a["claim"])):
+    if verdict.opposite(a["badge"], b["badge"], spec_claims.relation(a["claim"])):
         return "opposite"
     if a["effect_hi"] < b["effect_lo"] or b["effect_hi"] < a["effect_lo"]:
         return "disjoint"

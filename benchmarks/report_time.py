@@ -7,7 +7,7 @@ First the rule's whole work (:func:`multiverse.report.build_report`: the analysi
 figure and the page) on ``results/<study>/multiverse.parquet``, in a fresh Python process
 per ``--workers`` setting (imports included, as the rule runs it: torch on one thread,
 the workers forked processes, :func:`multiverse.runtime.fork_map`), its wall seconds.
-Then :func:`multiverse.report.analyse` alone in one process under cProfile, a table of
+Then :func:`multiverse.report_analysis.analyse` alone in one process under cProfile, a table of
 the cumulative seconds of its main parts: the GP fits, the joint posterior samples, the
 Sobol indices, the design-based answers' predictions, and each claim type's analysis.
 Parts overlap (a claim's analysis draws joint samples), so they do not add up. Issue 32
@@ -28,12 +28,12 @@ ROOT = Path(__file__).resolve().parents[1]
 
 #: (label, file suffix, function name) of the parts the table reports.
 PARTS = [
-    ("whole analysis (report.analyse)", "multiverse/report.py", "analyse"),
+    ("whole analysis (report_analysis.analyse)", "multiverse/report_analysis.py", "analyse"),
     ("GP fits (gp.fit_gp)", "multiverse/gp.py", "fit_gp"),
     ("joint posterior samples (gp.joint_samples)", "multiverse/gp.py", "joint_samples"),
     ("Sobol indices (sensitivity.sobol_indices)", "multiverse/sensitivity.py", "sobol_indices"),
     ("LOO diagnostics (gp.loo_diagnostics)", "multiverse/gp.py", "loo_diagnostics"),
-    ("design-based predictions (design_based.predictions)", "multiverse/design_based.py", "predictions"),
+    ("design-based predictions (inference.Drawn.predictions)", "multiverse/inference.py", "predictions"),
     ("comparison claims", "multiverse/claims/comparison.py", "analyse"),
     ("trend claims", "multiverse/claims/trend.py", "analyse"),
     ("correlation claims", "multiverse/claims/correlation.py", "analyse"),
@@ -74,8 +74,8 @@ def main() -> None:
     set_threads(args.threads)
     import pandas as pd
 
-    from multiverse import report as R
-    from multiverse.config import load_config, with_defaults
+    from multiverse import report_analysis as R
+    from multiverse.spec import load_config, with_defaults
 
     config = with_defaults(load_config(args.config))
     df = pd.read_parquet(ROOT / "results" / args.study / "multiverse.parquet")
@@ -104,7 +104,7 @@ def build_once(config_path: str, table: Path, workers: int) -> None:
     from multiverse.runtime import set_threads
 
     set_threads(1)
-    from multiverse.config import load_config, report_metrics, with_defaults
+    from multiverse.spec import load_config, report_metrics, with_defaults
     from multiverse.report import build_report
 
     config = with_defaults(load_config(config_path))

@@ -5,7 +5,7 @@
 (a) one submission per shard (no `cluster:` node declared): a shard's train and metrics
     jobs are one group job;
 (b) node-sized submissions (`cluster:` declares the CI node: 2 cores): as many shards as
-    fit the node side by side travel as one group job (multiverse.config.shards_per_submission).
+    fit the node side by side travel as one group job (multiverse.spec.layout.shards_per_submission).
 Runs a small study (4 rounds of 4 universes, shards of 2, 1 thread per job) with each
 under profiles/slurm and prints wall time and the number of sbatch submissions.
 """

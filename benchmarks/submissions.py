@@ -9,7 +9,7 @@ built in a dry run and every group job's resources are computed by
 ``snakemake.jobs.GroupJob.resources`` passes it under a remote executor (``run_local``
 False: the group's toposort levels run one after another, so its width is its widest
 level, and runtimes add up). Prints, per overlay, the declared node, the shards per
-submission (:func:`multiverse.config.shards_per_submission`), the number of submissions
+submission (:func:`multiverse.spec.layout.shards_per_submission`), the number of submissions
 and the largest GPUs, cores, memory and runtime any one of them asks for.
 """
 
@@ -56,7 +56,7 @@ def group_requests(configfiles: list[Path], workdir: Path) -> list[dict[str, Any
 def overlay_requests(name: str) -> tuple[dict, list[dict[str, Any]]]:
     """The merged config of preset + overlay (data.path set to an existing folder, as the
     check requires) and its group jobs' requests."""
-    from multiverse.config import compose, load_config, with_defaults
+    from multiverse.spec import compose, load_config, with_defaults
 
     with tempfile.TemporaryDirectory() as tmp:
         data = Path(tmp) / "cifar-10-batches-py"
@@ -69,7 +69,7 @@ def overlay_requests(name: str) -> tuple[dict, list[dict[str, Any]]]:
 
 
 def main(argv) -> None:
-    from multiverse.config import gpus_per_job, shards_per_submission
+    from multiverse.spec import gpus_per_job, shards_per_submission
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--overlays", nargs="+", default=OVERLAYS, choices=OVERLAYS)

@@ -10,7 +10,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from multiverse.config import load_config, with_defaults  # noqa: E402
+from multiverse.spec import load_config, with_defaults  # noqa: E402
 
 
 #: A mixed space with two conditional dimensions, shared by the space and design tests.

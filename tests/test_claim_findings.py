@@ -7,10 +7,10 @@ import pandas as pd
 import pytest
 
 from multiverse import stats
-from multiverse.claims import common, comparison, expected_best, trend
-from multiverse.claims.common import Context, reference_universes
+from multiverse.claims import common, comparison, expected_best, trend, verdict
+from multiverse.claims.context import Context, reference_universes
 from multiverse.gp import IDENTITY
-from multiverse.report import claims_table
+from multiverse.report_analysis import claims_table
 from multiverse.space import SearchSpace
 from multiverse.surrogate import fit_divergence, fit_surrogate, fit_values, per_universe, warp_for
 
@@ -100,7 +100,7 @@ def test_finding_5_ties_count_as_holding_a_greater_or_equal_claim():
 
 # --- finding 9: the design does not read test data by default ------------------------
 def test_finding_9_design_outcomes_default_to_validation_accuracy(default_config):
-    from multiverse.config import with_defaults
+    from multiverse.spec import with_defaults
 
     bare = {k: v for k, v in default_config.items()}
     bare["design"] = {k: v for k, v in default_config["design"].items() if k != "outcomes"}
@@ -125,7 +125,7 @@ def test_finding_11_a_trend_reports_the_family_probability_from_joint_samples():
     # the Frechet bounds of a joint probability from the same samples
     assert max(0.0, 1 - sum(1 - p for p in ps)) - 1e-12 <= family["p_all"] <= min(ps) + 1e-12
     assert family["p_all"] < min(ps)  # a family is harder to pass than its weakest member here
-    result = common.result(claim, "trend", "m rises", [common.reading(a, stats.too_few(), None, ">", c["label"])
+    result = common.result(claim, "trend", "m rises", [verdict.reading(a, stats.too_few(), None, ">", c["label"])
                                                        for c, a in zip(conds, answers)], family=family)
     table = claims_table([result])
     assert table.loc[0, "GP P(holds at every condition)"] == pytest.approx(round(family["p_all"], 3))

@@ -9,7 +9,7 @@ import pytest
 
 from multiverse import gp, stats
 from multiverse.claims import comparison, expected_best
-from multiverse.config import load_config, with_defaults
+from multiverse.spec import load_config, with_defaults
 from multiverse.claims import correlation as correlation_claim
 from multiverse.claims import trend as trend_claim
 from multiverse.space import SearchSpace

@@ -3,10 +3,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from multiverse.claims.common import describe_regions, judge, reading, reference_universes, result
+from multiverse.claims.common import result
+from multiverse.claims.context import reference_universes
+from multiverse.claims.regions import describe_regions
+from multiverse.claims.verdict import judge, reading
 from multiverse.claims.comparison import gp_answer, observed_answer
 from multiverse.gp import fit_gp
-from multiverse.report import claims_table
+from multiverse.report_analysis import claims_table
 from multiverse.space import SearchSpace
 from multiverse.surrogate import REPORT_KERNEL, Surrogate
 
@@ -65,7 +68,7 @@ def test_finding_4_regions_are_labelled_by_the_verdict_thresholds():
     """A region called 'holds' is one where the local P(holds) reaches 0.95, not where
     the posterior mean has the claimed sign: a small effect near the noise gets an
     'uncertain' region, and each leaf says how pure it is."""
-    from multiverse.claims.common import local_summary
+    from multiverse.claims.regions import local_summary
     from multiverse.claims.comparison import comparison_universes, local_effects
 
     # adam better everywhere, by 0.1 at lr = 1 down to a hair (under the noise) at lr = 1e-4
@@ -149,7 +152,7 @@ def test_report_on_a_space_with_one_numeric_dimension(tmp_path):
     and the map's figure says why it is missing."""
     import yaml
 
-    from multiverse.config import report_metrics, with_defaults
+    from multiverse.spec import report_metrics, with_defaults
     from multiverse.report import build_report
 
     with open("tests/config/tiny.yaml") as f:

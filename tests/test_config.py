@@ -6,7 +6,7 @@ import pytest
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import validate
 
-from multiverse.config import ConfigError, check_config, config_hash, multiverse_hash, round_sizes, with_defaults
+from multiverse.spec import ConfigError, check_config, config_hash, multiverse_hash, round_sizes, with_defaults
 from multiverse.ids import derive_seed
 
 SCHEMA = str(Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "config.schema.yaml")
@@ -144,13 +144,13 @@ def test_hash_and_seeds_are_stable(config):
 
 
 def test_parsing_the_workflow_needs_no_heavy_imports():
-    """common.smk imports multiverse.config in snakemake's own environment (no torch there with --sdm conda)."""
+    """common.smk imports multiverse.spec in snakemake's own environment (no torch there with --sdm conda)."""
     import subprocess
     import sys
 
     scripts = Path(SCHEMA).parents[2] / "scripts"
     code = (
-        f"import sys; sys.path.insert(0, {str(scripts)!r}); import multiverse.config; "
+        f"import sys; sys.path.insert(0, {str(scripts)!r}); import multiverse.spec; "
         "heavy = [m for m in ('numpy', 'torch', 'botorch', 'pandas') if m in sys.modules]; "
         "assert not heavy, heavy"
     )
@@ -172,7 +172,7 @@ def test_the_config_reference_is_generated_from_the_schema():
 
 
 def test_a_budget_derives_the_round_sizes_and_explicit_keys_win(default_config):
-    from multiverse.config import budget_rounds
+    from multiverse.spec import budget_rounds
 
     assert budget_rounds(48, 4) == {"initial": 16, "rounds": 4, "batch": 8}  # the default study's
     assert budget_rounds(24, 4) == {"initial": 8, "rounds": 4, "batch": 4}

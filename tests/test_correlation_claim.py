@@ -10,7 +10,7 @@ import torch
 
 from multiverse import gp, two_outcome
 from multiverse.claims import correlation
-from multiverse.claims.common import Context
+from multiverse.claims.context import Context
 from multiverse.space import SearchSpace
 from multiverse.surrogate import per_universe
 

@@ -3,11 +3,12 @@ import pytest
 from conftest import MIXED_SPACE, design_config
 import torch
 
-from multiverse.design import (
-    STRATEGIES, design_round, design_state, greedy_ivr, gp_ivr_round, seed_noise, universe_outcomes,
-)
+from multiverse.design import design_round, design_state, universe_outcomes
+from multiverse.design_gp import greedy_ivr, gp_ivr_round
 from multiverse.gp import features, fit_gp, outcome_scale
 from multiverse.space import SearchSpace
+from multiverse.spec.strategies import STRATEGIES
+from multiverse.stats import seed_noise
 
 SPACE_2D = {"x": {"type": "float", "low": 0.0, "high": 1.0}, "y": {"type": "float", "low": 1e-3, "high": 1.0, "log": True}}
 MIXED = MIXED_SPACE
@@ -239,7 +240,7 @@ def test_design_state_layout(config):
 
 
 def test_each_round_is_given_only_the_design_settings_it_uses():
-    from multiverse.config import round_settings
+    from multiverse.spec import round_settings
 
     design = {"strategy": "gp-ivr", "initial": 16, "rounds": 4, "batch": 8, "outcomes": ["val_acc"], "candidates": 512,
               "reference": 256, "replicates": 1, "categorical": "onehot", "grid_levels": 5, "threads": 2}
@@ -256,7 +257,7 @@ def test_a_space_only_round_reads_the_earlier_design_files_and_writes_what_their
     """A Sobol, random or grid round's input is the earlier rounds' design files (so it
     need not wait for their training): its state file equals the one the earlier rounds'
     metrics records give, a failed universe's among them."""
-    from multiverse.config import round_settings
+    from multiverse.spec import round_settings
 
     design = round_settings({**config["design"], "strategy": strategy, "grid_levels": 4}, 2)  # as rule design's params
     args = ([4, 4, 4], 4, config["space"], design, config["seed"])

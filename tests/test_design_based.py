@@ -1,14 +1,16 @@
-"""Design-based answers (multiverse.design_based): each estimator on constructed
+"""Design-based answers (multiverse.estimators, multiverse.inference): each estimator on constructed
 multiverses whose truth is known, against ppi-python where both cover the case, and the
 randomised design's probabilities."""
 import numpy as np
 import pandas as pd
 import pytest
 
-from multiverse import design_based as DB
+from multiverse import estimators as DB
 from multiverse.claims import comparison, correlation, expected_best, trend
-from multiverse.claims.common import Context, decide
-from multiverse.design import randomised_draws, sampling_probabilities, sampling_record
+from multiverse.claims.context import Context
+from multiverse.claims.verdict import decide
+from multiverse.design import sampling_record
+from multiverse.design_gp import randomised_draws, sampling_probabilities
 from multiverse.space import SearchSpace
 
 SPACE = SearchSpace.from_config({
@@ -291,7 +293,7 @@ def test_badge_table_and_section_agree_on_every_claim_of_the_default_study(tmp_p
     import json
     from pathlib import Path
 
-    from multiverse.config import load_config, report_metrics, with_defaults
+    from multiverse.spec import load_config, report_metrics, with_defaults
     from multiverse.report import build_report
 
     config = with_defaults(load_config(Path(__file__).resolve().parents[1] / "config" / "config.yaml"))

@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from multiverse.claims import kind
-from multiverse.design import candidates, design_round, fit_outcomes, gp_ivr_round
+from multiverse.design import design_round
+from multiverse.design_gp import candidates, fit_outcomes, gp_ivr_round
 from multiverse.design_claims import CLAIM_REFERENCE, block, bernoulli_reduction, gp_claims_round, n_explore
 from multiverse.gp import features
 from multiverse.space import SearchSpace
@@ -144,7 +145,7 @@ def test_closed_form_reductions_equal_botorch_conditioning_at_every_candidate(cl
 def test_a_gp_claims_study_round_reads_its_claims_from_the_design_settings():
     from conftest import design_config
 
-    from multiverse.config import round_settings
+    from multiverse.spec import round_settings
 
     design = {**design_config(), "strategy": "gp-claims", "explore_share": 0.25, "outcomes": ["acc"]}
     assert round_settings(design, 0, CLAIMS) == {"strategy": "sobol"}
@@ -184,7 +185,7 @@ def test_one_line_switches_a_study_to_gp_claims_and_its_rounds_target_the_claims
 
 
 def test_claims_count_in_the_multiverse_hash_only_where_they_choose_the_universes():
-    from multiverse.config import load_config, multiverse_hash, with_defaults
+    from multiverse.spec import load_config, multiverse_hash, with_defaults
 
     from conftest import TINY
 

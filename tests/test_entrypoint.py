@@ -11,7 +11,7 @@ import pytest
 from conftest import user_project
 
 from multiverse import entrypoint as E
-from multiverse.config import ConfigError, check_config, check_sizes, compose, study_metrics, with_defaults
+from multiverse.spec import ConfigError, check_config, check_sizes, compose, study_metrics, with_defaults
 
 SPACE = {
     "kernel": {"type": "categorical", "choices": ["rbf", "linear"]},

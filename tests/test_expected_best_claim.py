@@ -8,7 +8,7 @@ from scipy import stats as ss
 
 from multiverse import declaration, gp, stats
 from multiverse.claims import expected_best
-from multiverse.claims.common import Context
+from multiverse.claims.context import Context
 from multiverse.space import SearchSpace
 from multiverse.surrogate import Surrogate, fit_surrogate, per_universe
 

@@ -1,6 +1,6 @@
 """training.per_device: k universes of a shard at once, each in its own guarded process
 sharing the job's device (multiverse.failures.guard_lanes), sized for Snakemake and SLURM
-(multiverse.config.train_job_size). Real forks, real signals, real torch training."""
+(multiverse.spec.layout.train_job_size). Real forks, real signals, real torch training."""
 import json
 import logging
 import os
@@ -15,7 +15,7 @@ from conftest import three_universe_shard, user_project
 
 from multiverse import entrypoint as E
 from multiverse import failures as F
-from multiverse.config import ConfigError, check_config, shards_per_submission, train_job_size
+from multiverse.spec import ConfigError, check_config, shards_per_submission, train_job_size
 from multiverse.train import train_shard
 
 DECLARED = {"val_acc": {"range": (0, 1)}, "loss": {"range": (0, None)}}

@@ -160,15 +160,75 @@ def test_each_module_imports_alone(name):
 def test_claim_types_keep_the_contract():
     from multiverse.claims import TYPES
     from multiverse.claims.contract import ClaimType
+    from multiverse.spec.claims import SPECS
 
-    assert TYPES
+    assert TYPES and set(TYPES) == set(SPECS)
     for name, kind in TYPES.items():
         assert isinstance(kind, ClaimType), f"claim type {name} misses part of the ClaimType protocol"
-        assert kind.NAME == name
+        assert kind.SPEC is SPECS[name]
 
 
-def test_design_strategies_are_callable():
-    from multiverse.design import STRATEGIES
+def test_design_strategies_resolve_their_choose():
+    from multiverse.spec.strategies import STRATEGIES
 
     assert {"sobol", "gp-ivr", "gp-claims"} <= set(STRATEGIES)
-    assert all(callable(s) for s in STRATEGIES.values())
+    assert all(callable(s.choose_function()) for s in STRATEGIES.values())
+
+
+def test_the_spec_the_snakefile_imports_needs_only_pyyaml_and_the_standard_library():
+    """What workflow/rules/common.smk imports at parse time (multiverse.spec) loads no
+    third-party module but PyYAML: no numpy, torch, pandas, snakemake or plotting."""
+    probe = ("import sys; before = set(sys.modules); import multiverse.spec; "
+             "print('\\n'.join(sorted({m.split('.')[0] for m in set(sys.modules) - before})))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True,
+                          env={"PYTHONPATH": str(ROOT / "scripts"), "PATH": "/usr/bin:/bin"}, cwd=ROOT)
+    loaded = set(done.stdout.split())
+    # cython_runtime: what PyYAML's C loader (a Cython extension) registers
+    third_party = {m for m in loaded if m not in sys.stdlib_module_names and not m.startswith("_")} - {"cython_runtime"}
+    assert third_party == {"multiverse", "yaml"}, sorted(third_party)
+    ours = subprocess.run([sys.executable, "-c", "import sys, multiverse.spec; print('\\n'.join(sorted("
+                           "m for m in sys.modules if m.startswith('multiverse'))))"], capture_output=True,
+                          text=True, check=True, env={"PYTHONPATH": str(ROOT / "scripts"), "PATH": "/usr/bin:/bin"})
+    assert set(ours.stdout.split()) == {"multiverse", "multiverse.errors", *(f"multiverse.spec{s}" for s in (
+        "", ".claims", ".config", ".layout", ".records", ".strategies"))}
+    common = (ROOT / "workflow" / "rules" / "common.smk").read_text()
+    assert set(re.findall(r"^\s*(?:from|import) (multiverse[\w.]*)", common, flags=re.M)) <= {"multiverse", "multiverse.spec"}
+
+
+def string_constants(path: Path) -> set[str]:
+    """The string literals of a module, docstrings left out."""
+    tree = ast.parse(path.read_text())
+    docs = {id(n.body[0].value) for n in ast.walk(tree)
+            if isinstance(n, (ast.Module, ast.ClassDef, ast.FunctionDef)) and n.body
+            and isinstance(n.body[0], ast.Expr) and isinstance(n.body[0].value, ast.Constant)}
+    return {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+            and id(n) not in docs}
+
+
+def test_no_module_restates_what_the_registries_declare():
+    """A design strategy's or claim type's name is written once, in its registry
+    (multiverse.spec.strategies, multiverse.spec.claims): every other module asks the
+    registry (a trait, a round's strategy), so a new strategy or claim type touches its
+    own module, its registry entry and the schema only. (A name inside a longer string,
+    such as an error message, is not a restatement.)"""
+    from multiverse.spec.claims import SPECS
+    from multiverse.spec.strategies import STRATEGIES
+
+    names = set(STRATEGIES) | set(SPECS)
+    owners = {"multiverse.spec.strategies", "multiverse.spec.claims"}
+    # the figure of the Sobol indices is the report's "sobol" output, not a strategy
+    not_a_name = {"multiverse.html": {"sobol"}, "multiverse.report_figures": {"sobol"}}
+    found = {name: sorted(names & string_constants(path) - not_a_name.get(name, set()))
+             for name, path in MODULES.items() if name not in owners}
+    assert {k: v for k, v in found.items() if v} == {}
+    for trait in ("SPACE_ONLY", "UNIFORM_STRATEGIES", "NAME", "STATISTIC", "DESIGN_READS_ONE_RUN",
+                  "READS_SENSITIVITY"):
+        defined = [name for name, path in MODULES.items()
+                   if re.search(rf"^{trait}\s*=", path.read_text(), flags=re.M)]
+        assert defined == [], f"{trait} is defined in {defined}; the registries declare it"
+
+
+def test_the_restatement_check_finds_one(tmp_path):
+    path = tmp_path / "m.py"
+    path.write_text('"""Mentions sobol."""\nX = ("sobol", "random")\ndef f():\n    """gp-ivr"""\n    return "a gp-ivr"\n')
+    assert string_constants(path) == {"sobol", "random", "a gp-ivr"}

@@ -12,7 +12,7 @@ from conftest import ROOT
 
 import multiverse
 from multiverse.cli import TEMPLATES, init, main
-from multiverse.config import check_config, with_defaults
+from multiverse.spec import check_config, with_defaults
 
 
 def test_the_installed_workflow_is_found():

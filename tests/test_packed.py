@@ -276,7 +276,7 @@ def test_pack_off_may_be_written_bare_in_yaml(config):
     """YAML reads a bare `off` as false: the config takes it, and it means off."""
     import yaml
 
-    from multiverse.config import with_defaults
+    from multiverse.spec import with_defaults
 
     bare = yaml.safe_load("pack: off")["pack"]
     assert bare is False

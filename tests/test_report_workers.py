@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from multiverse.config import report_metrics, with_defaults
+from multiverse.spec import report_metrics, with_defaults
 from multiverse.runtime import fork_map
 
 TINY = Path("results/tiny")
@@ -83,7 +83,8 @@ def test_the_report_in_two_workers_gives_one_workers_numbers_and_every_figure(ti
     """Every claim type of the tiny study (comparison, trend, correlation, expected best):
     claims, Sobol indices and diagnostics equal to the last bit with two workers and one
     (torch on one thread in both), and every figure file drawn."""
-    from multiverse.report import analyse, build_report, to_jsonable
+    from multiverse.report import build_report, to_jsonable
+    from multiverse.report_analysis import analyse
 
     config = with_defaults(yaml.safe_load((tiny_run / "tiny.yaml").read_text()))
     df = pd.read_parquet(tiny_run / TINY / "multiverse.parquet")

@@ -201,7 +201,7 @@ def test_universes_that_raise_are_recorded_and_do_not_stop_the_workflow(tmp_path
 @pytest.mark.slow
 @pytest.mark.parametrize("edit", [{"reference": 64}, {"candidates": 64}], ids=["design.reference", "design.candidates"])
 def test_a_gp_setting_reruns_the_gp_rounds_never_round_0(tiny_run, tmp_path, edit):
-    """Round 0 is Sobol: its params hold only what it uses (multiverse.config.round_settings)."""
+    """Round 0 is Sobol: its params hold only what it uses (multiverse.spec.strategies.round_settings)."""
     cwd = copy_run(tiny_run, tmp_path / "run")
     write_config(cwd, load_config(cwd / "tiny.yaml"), design=edit)
     dry = snakemake(cwd, "-n", "--cores", "2")

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from conftest import CHECKOUT, ROOT, load_config, make_checkout, snakemake, write_config
 
-from multiverse.config import ConfigError, check_config, with_defaults
+from multiverse.spec import ConfigError, check_config, with_defaults
 from multiverse.data import load_dataset, write_idx
 
 SOURCES = sorted((ROOT / "scripts").rglob("*.py")) + sorted((ROOT / "workflow").rglob("*.smk"))

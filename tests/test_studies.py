@@ -12,7 +12,7 @@ import torch
 from conftest import ROOT, TINY, make_checkout, snakemake, write_config
 from snakemake.utils import update_config
 
-from multiverse.config import ConfigError, check_config, load_config, round_sizes, with_defaults
+from multiverse.spec import ConfigError, check_config, load_config, round_sizes, with_defaults
 from multiverse.data import IMAGE_SHAPES, load_dataset, ood_split, write_cifar
 from multiverse.metrics import universe_metrics
 from multiverse.sharpness import adaptive_sharpness
@@ -221,7 +221,7 @@ def test_every_submission_of_a_cluster_overlay_fits_its_declared_node(name):
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from submissions import overlay_requests
 
-    from multiverse.config import n_shards, shards_per_submission
+    from multiverse.spec import n_shards, shards_per_submission
 
     config, groups = overlay_requests(name)
     node, k = config["cluster"], shards_per_submission(config)
@@ -242,7 +242,7 @@ def test_every_submission_of_a_cluster_overlay_fits_its_declared_node(name):
     ({"training": {"gpus": 8}}, "training.gpus"),
 ])
 def test_a_job_larger_than_the_declared_node_is_named(edit, key):
-    from multiverse.config import compose
+    from multiverse.spec import compose
 
     config = compose([load_config(STUDIES / "large_batch.yaml"), load_config(STUDIES / "cluster" / "large_batch.yaml")])
     config["data"]["path"] = str(ROOT)
@@ -254,7 +254,7 @@ def test_a_job_larger_than_the_declared_node_is_named(edit, key):
 
 
 def test_shards_per_submission_follow_the_node():
-    from multiverse.config import shards_per_submission
+    from multiverse.spec import shards_per_submission
 
     base = {"training": {"device": "cuda", "gpus": None, "threads": 4, "mem_mb": 16000}}
     assert shards_per_submission(base) == 1, "no node declared: one shard per submission"

@@ -33,7 +33,7 @@ def workflow_snakefile() -> str:
     return str(resources() / "workflow" / "Snakefile")
 
 #: The built-in trainer's metrics, declared as a user's training entry point declares
-#: its own (config key ``metrics``, :func:`multiverse.config.study_metrics`): each one's
+#: its own (config key ``metrics``, :func:`multiverse.spec.study_metrics`): each one's
 #: ``range`` (``None``: unbounded on that side) and ``goal``. The report's GP models a
 #: metric on the scale its range implies (:class:`multiverse.gp.Warp`): logit for
 #: accuracies and the gap, log for losses and sharpness, so that no posterior sample,
@@ -62,7 +62,7 @@ METRICS = tuple(m for m in BUILTIN_METRICS if m not in OPTIONAL_METRICS)
 
 def declaration(metric: str, declared=None) -> dict:
     """``metric``'s declaration: ``range``, ``goal`` and ``converged_only``, from
-    ``declared`` (a study's metrics, :func:`multiverse.config.study_metrics`; None: the
+    ``declared`` (a study's metrics, :func:`multiverse.spec.study_metrics`; None: the
     built-in trainer's), unbounded for a name it does not hold."""
     known = BUILTIN_METRICS if declared is None else declared
     decl = known.get(metric, {})

@@ -9,6 +9,7 @@ import pandas as pd
 from multiverse import METRICS, OPTIONAL_METRICS
 from multiverse.failures import CAUSES
 from multiverse.runtime import atomic_write, read_json, read_record, versions
+from multiverse.spec.strategies import uniform_round
 
 #: Record fields that describe how a universe's training went (``failure``: a failed
 #: one's cause, :data:`multiverse.failures.CAUSES`).
@@ -26,7 +27,7 @@ def universe_row(record: Mapping[str, Any], space_names: Sequence[str], metrics:
     row: dict[str, Any] = {k: record.get(k, 0) for k in ("id", "round", "index", "replicate", "seed")}
     row["strategy"] = record.get("strategy")
     # how the design drew it: the inverse-probability weight relative to the uniform
-    # multiverse (NaN when a greedy round chose it) and times drawn (multiverse.design_based)
+    # multiverse (NaN when a greedy round chose it) and times drawn (multiverse.estimators)
     row["design_weight"] = record.get("design_weight", float("nan"))
     row["design_draws"] = record.get("design_draws", float("nan"))
     # the universe a row belongs to: its own id, or the one whose seeds it adds to
@@ -75,7 +76,7 @@ def aggregate(
         r["versions"] = {**r.get("versions", {}), **{k: v for k, v in design["versions"].items() if k != "python"}}
         r["strategy"] = design["strategy"]
         drawn = next((u for u in design["universes"] if u["index"] == r.get("index")), {})
-        uniform = r["round"] == 0 or design["strategy"] in ("sobol", "random")  # a design file before weights
+        uniform = uniform_round(design["strategy"], r["round"])  # a design file before weights
         r["design_weight"] = drawn.get("weight", 1.0 if uniform else None)
         r["design_draws"] = drawn.get("draws", 1 if uniform else None)
         records.append(r)

@@ -14,7 +14,7 @@ from typing import Any, Iterator, Mapping
 
 import yaml
 
-from multiverse.config import SCHEMA
+from multiverse.spec import SCHEMA
 
 HEADER = """# Config reference
 

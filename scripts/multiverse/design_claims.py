@@ -2,7 +2,7 @@
 config's claims, not a surrogate that is good everywhere.
 
 Each claim type says what a new universe should make surer (its ``design_target``,
-:class:`multiverse.claims.common.DesignTarget`), as weighted sums of one metric's GP:
+:class:`multiverse.claims.context.DesignTarget`), as weighted sums of one metric's GP:
 
 - **(a) the claim's statistic**: a comparison's effect and a trend's slope are weighted
   sums of the metric over the claim's reference points; an expected best's difference at
@@ -45,10 +45,14 @@ from torch.distributions import Normal
 
 from multiverse import stats
 from multiverse.claims import kind
-from multiverse.design_gp import candidates, fit_outcomes, gp_ivr_round
+from multiverse.design import Chosen, Round
+from multiverse.design_gp import candidates, fit_outcomes, gp_ivr_round, gp_round
 from multiverse.gp import features, posterior_mean_std
 from multiverse.ids import derive_seed
 from multiverse.space import SearchSpace
+from multiverse.spec.claims import spec_of
+from multiverse.spec.records import Claim
+from multiverse.spec.strategies import GP_CLAIMS
 
 log = logging.getLogger(__name__)
 
@@ -203,7 +207,7 @@ def gp_claims_round(
     space: SearchSpace,
     observed: Sequence[Mapping[str, Any]],
     outcomes: Mapping[str, Any],
-    claims: Sequence[Mapping[str, Any]],
+    claims: Sequence[Claim],
     n: int,
     seed: int,
     n_candidates: int,
@@ -238,7 +242,7 @@ def gp_claims_round(
 
     targets = []
     for i, claim in enumerate(claims):
-        if all(m in fits for m in kind(claim).metrics(claim)):
+        if all(m in fits for m in spec_of(claim).metrics(claim)):
             targets += kind(claim).design_target(space, claim, CLAIM_REFERENCE, derive_seed(seed, 20 + i), mean_at)
     skipped = sorted({c["name"] for c in claims} - {t.claim for t in targets})
     cand = candidates(space, observed, n_candidates, seed)
@@ -257,3 +261,15 @@ def gp_claims_round(
             "explore_share": explore_share, "picks": why,
             "claims": sorted({p.claim for p in parts}), "claims_skipped": skipped}
     return [cand[j] for j in picks], [None] * len(picks), info
+
+
+@gp_round
+def gp_claims(r: Round, finite: dict) -> Chosen:
+    """The claim-targeted round (:func:`multiverse.design_claims.gp_claims_round`)."""
+    d = r.design
+    chosen, repl, info = gp_claims_round(
+        r.space, r.universes, finite, r.claims, r.n, derive_seed(r.seed, r.index), d["candidates"],
+        d["reference"], d["explore_share"], d["replicates"], d["categorical"],
+        exploration=[m for m in d.get("outcomes", []) if m in finite],
+    )
+    return chosen, repl, {"strategy": GP_CLAIMS.name, **info}

@@ -36,14 +36,26 @@ optimal for integrated variance where noise is large).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import torch
 
-from multiverse.gp import features, fit_gp, lengthscales, noise_variance, outcome_scale
+from multiverse.claims import kind
+from multiverse.design import Chosen, Round, sobol
+from multiverse.gp import (
+    MIN_FIT,
+    features,
+    fit_gp,
+    lengthscales,
+    noise_variance,
+    outcome_scale,
+)
 from multiverse.ids import derive_seed
 from multiverse.space import SearchSpace
+from multiverse.spec.claims import claim_metrics, spec_of
+from multiverse.spec.records import Claim
+from multiverse.spec.strategies import GP_IVR
 from multiverse.stats import seed_noise
 
 
@@ -230,7 +242,7 @@ def randomised_draws(space: SearchSpace, score, n: int, seed: int, n_candidates:
     candidate with probability :func:`sampling_probabilities` of ``score(candidates)``.
     Active statistical inference (Zrnic & Candès 2024) draws where the surrogate is
     unsure, with probabilities it knows, so that the design-based answer
-    (:mod:`multiverse.design_based`) can weight each universe by their inverse.
+    (:mod:`multiverse.estimators`) can weight each universe by their inverse.
 
     Returns the drawn universes (a candidate drawn twice is trained twice, as two
     independent draws), for each ``{"probability", "candidates", "weight", "draws"}``
@@ -259,3 +271,74 @@ def predictive_sd(fits: Mapping[str, OutcomeFit], space: SearchSpace, universes:
         v = var / f.scale**2 + float(f.noise)
         total += v * (1.0 if weights is None else np.asarray(weights[name], dtype=float) ** 2)
     return np.sqrt(total / max(1, len(fits)))
+
+
+# --- the GP strategies' rounds (multiverse.spec.strategies) --------------------------
+def fittable(r: Round) -> dict:
+    """The outcomes of round ``r``'s universes a surrogate can be fitted to: at least
+    ``MIN_FIT`` finite universes."""
+    return {m: v for m, v in r.values.items() if np.isfinite(v).any(axis=1).sum() >= MIN_FIT}
+
+
+def gp_round(choose: Callable[[Round, dict], Chosen]) -> Callable[[Round], Chosen]:
+    """A GP strategy: Sobol in round 0 and while fewer than ``MIN_FIT`` universes have a
+    finite outcome; a randomised round with ``design.sampling: randomised``; else ``choose``."""
+
+    def strategy(r: Round) -> Chosen:
+        finite = fittable(r)
+        if r.index == 0 or not finite:
+            return sobol(r, {"fallback": f"fewer than {MIN_FIT} finite outcomes to fit a GP"} if r.index > 0 else {})
+        if r.design.get("sampling") == "randomised":
+            return randomised_round(r.space, r.universes, finite, r.claims or None, r.n,
+                                    derive_seed(r.seed, r.index), r.design)
+        return choose(r, finite)
+
+    strategy.__name__ = strategy.__qualname__ = choose.__name__
+    strategy.__doc__ = choose.__doc__
+    return strategy
+
+
+@gp_round
+def gp_ivr(r: Round, finite: dict) -> Chosen:
+    """Greedy reduction of the integrated posterior variance of every outcome's GP
+    (:func:`multiverse.design_gp.gp_ivr_round`)."""
+    d = r.design
+    chosen, repl, info = gp_ivr_round(r.space, r.universes, finite, r.n, derive_seed(r.seed, r.index),
+                                      d["candidates"], d["reference"], d["replicates"], d["categorical"])
+    return chosen, [None if i is None else r.ids[i] for i in repl], {"strategy": GP_IVR.name, **info}
+
+
+def claim_relevance(space: SearchSpace, claims: Sequence[Claim], universes: Sequence[Mapping[str, Any]],
+                    ) -> dict[str, np.ndarray]:
+    """How much each universe's residual of each claim metric weighs in the claims'
+    statistics, up to a constant (each claim type's ``relevance``: a comparison's or
+    expected best's universes in its two groups, a trend's by their distance from the
+    middle of its dimension, a correlation's all). Per metric, the root sum of squares
+    over the claims that read it."""
+    out: dict[str, np.ndarray] = {}
+    for c in claims:
+        r = kind(c).relevance(space, c, universes)
+        for m in spec_of(c).metrics(c):
+            out[m] = np.sqrt(out.get(m, 0.0) ** 2 + r**2)
+    return out
+
+
+def randomised_round(space: SearchSpace, observed: Sequence[Mapping[str, Any]], outcomes: Mapping[str, Any],
+                     claims: Sequence[Claim] | None, n: int, seed: int, design: Mapping[str, Any],
+                     ) -> tuple[list[dict], list[None], dict[str, Any]]:
+    """A randomised GP round (``design.sampling: randomised``): :func:`randomised_draws`
+    with probabilities that follow the surrogate's predictive uncertainty: under gp-ivr,
+    of the design's outcomes; under gp-claims (``claims``), of the claims' metrics, each
+    universe's weighted by how much it weighs in the claims' statistics
+    (:func:`claim_relevance`). Mixed with uniform by ``design.uniform_share``."""
+    fits = fit_outcomes(space, observed, outcomes, seed, 1, design["categorical"])
+    if claims:
+        metrics = [m for m in claim_metrics(claims) if m in fits]
+        fits = {m: fits[m] for m in metrics} or fits
+        score = lambda cand: predictive_sd(fits, space, cand, claim_relevance(space, claims, cand) if metrics else None)  # noqa: E731
+    else:
+        fits = {m: f for m, f in fits.items() if m in design.get("outcomes", fits)} or fits
+        score = lambda cand: predictive_sd(fits, space, cand)  # noqa: E731
+    chosen, info, diag = randomised_draws(space, score, n, seed, design["candidates"], design["uniform_share"])
+    return chosen, [None] * n, {"strategy": design["strategy"], "outcomes": {m: f.info for m, f in fits.items()},
+                                "draws": info, **diag}

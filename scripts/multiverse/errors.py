@@ -1,6 +1,6 @@
 """The library's errors, in one leaf module that imports nothing from the package, so
 that any layer can raise or catch them. Each is re-exported where it was first defined
-(``multiverse.config.ConfigError``, ``multiverse.runtime.DeviceUnavailable``, ...)."""
+(``multiverse.spec.ConfigError``, ``multiverse.runtime.DeviceUnavailable``, ...)."""
 
 from __future__ import annotations
 

@@ -14,8 +14,8 @@ from typing import Any, Mapping
 import pandas as pd
 
 from multiverse.aggregate import status_table
-from multiverse.config import report_metrics
 from multiverse.runtime import atomic_write
+from multiverse.spec import report_metrics
 
 CSS = """
 body { font-family: system-ui, sans-serif; max-width: 1200px; margin: 2em auto; padding: 0 1em; color: #222; }
@@ -70,7 +70,7 @@ def contents(claims) -> str:
 #: The summary table's columns left off the page (claims.csv keeps them): the long "where"
 #: text, which each claim's section gives under its verdict.
 OFF_PAGE = ("where it holds, fails or is uncertain (GP)",)
-#: the badge words, longest first, as :func:`multiverse.report.headline` writes them
+#: the badge words, longest first, as :func:`multiverse.report_analysis.headline` writes them
 VERDICTS = ("too few universes", "equivalent", "uncertain", "holds", "fails")
 
 

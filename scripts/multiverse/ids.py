@@ -1,12 +1,10 @@
-"""Universe ids and seeds: every random choice of a study derives from its ``seed``.
-
-Imported when the Snakefile is parsed, so it needs only the standard library until a
-seed is derived (numpy is imported there).
-"""
+"""Universe ids and seeds: every random choice of a study derives from its ``seed``."""
 
 from __future__ import annotations
 
 from typing import Any, Mapping
+
+import numpy as np
 
 
 def universe_id(round_: int, index: int) -> str:
@@ -25,6 +23,4 @@ def with_replicate(universe: Mapping[str, Any], replicate: int, seed: int) -> di
 
 def derive_seed(seed: int, *keys: int) -> int:
     """A 31-bit seed derived from the study seed and integer keys (round, index, ...)."""
-    import numpy as np  # here, so that parsing the Snakefile needs no numpy
-
     return int(np.random.SeedSequence([int(seed), *map(int, keys)]).generate_state(1)[0] >> 1)

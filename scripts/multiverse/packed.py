@@ -52,6 +52,7 @@ from torch import nn
 from multiverse.errors import Preempted
 from multiverse.nets import (DEFAULT_BASE_BATCH, DEFAULT_EPS, DEFAULT_MOMENTUM, as_tensors, budget, count_classes,
                              make_model, network, scaled_lr)
+from multiverse.spec.config import OPTIMIZERS
 
 #: Largest ratio of batch sizes inside one stack: the lockstep idles a universe for at
 #: most 1 - 1/BATCH_RATIO of an epoch's steps (the probe of issue 32: padding everyone
@@ -59,7 +60,6 @@ from multiverse.nets import (DEFAULT_BASE_BATCH, DEFAULT_EPS, DEFAULT_MOMENTUM, 
 BATCH_RATIO = 1.4
 #: Adam's and RMSprop's fixed coefficients, torch's defaults (as make_optimizer uses them).
 BETAS, ALPHA = (0.9, 0.999), 0.99
-OPTIMIZERS = ("sgd", "momentum", "adam", "adamw", "rmsprop")
 
 
 def packable(params: Mapping[str, Any], arch: str) -> bool:

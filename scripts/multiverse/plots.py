@@ -18,6 +18,7 @@ import pandas as pd  # noqa: E402
 import seaborn as sns  # noqa: E402
 
 from multiverse.space import SearchSpace  # noqa: E402
+from multiverse.spec.records import Claim
 
 LABELS = {
     "train_acc": "train accuracy", "val_acc": "validation accuracy", "test_acc": "test accuracy",
@@ -110,7 +111,7 @@ def outcomes_vs_dimensions(df: pd.DataFrame, space: SearchSpace, metrics: Sequen
 
 def posterior_map(data: Mapping[str, Any], space: SearchSpace, df: pd.DataFrame, metric: str, path: str) -> None:
     """Posterior median and 95% band width over two dimensions, averaged over the others
-    (``data``: :func:`multiverse.report.posterior_map_data`), with the observed universes
+    (``data``: :func:`multiverse.report_analysis.posterior_map_data`), with the observed universes
     drawn on top in the same colour scale."""
     sns.set_theme(style="white", context="paper")
     dx, dy = (space[d] for d in data["dims"])
@@ -140,7 +141,7 @@ def posterior_map(data: Mapping[str, Any], space: SearchSpace, df: pd.DataFrame,
 
 def specification_curve(data: Mapping[str, Any], space: SearchSpace, metric: str, path: str) -> None:
     """Universes ranked by the metric (top) and the choices each one made (bottom)
-    (``data``: :func:`multiverse.report.specification_data`)."""
+    (``data``: :func:`multiverse.report_analysis.specification_data`)."""
     sns.set_theme(style="whitegrid", context="paper")
     d = data["table"]
     rows: list[tuple[str, np.ndarray]] = []
@@ -264,7 +265,7 @@ def band(ax, x, band: Mapping[str, Any], colour, name) -> None:
     ax.plot(x, band["mean"], color=colour, label=f"{name} (GP mean, 95% band)")
 
 
-def groups(claim: Mapping[str, Any]) -> list[tuple[str, list]]:
+def groups(claim: Claim) -> list[tuple[str, list]]:
     return [("/".join(map(str, claim["a"])), list(claim["a"])), ("/".join(map(str, claim["b"])), list(claim["b"]))]
 
 

@@ -1,287 +1,34 @@
-"""The robust-claim report's numbers: surrogates per metric, claim verdicts, sensitivity
-and surrogate diagnostics, and the headline a person reads first.
+"""Rule report: the verdicts (claims.json, claims.csv), every figure and the standalone
+page report.html, from the study's table (:func:`build_report`); and the Markdown
+tables docs/case_studies.md shows (:func:`markdown_claims`, :func:`markdown_sensitivity`).
 
-The surrogates are :mod:`multiverse.surrogate`'s, each claim type's analysis is its own
-module in :mod:`multiverse.claims`, plotting lives in :mod:`multiverse.plots` (which
-draws only) and the standalone page in :mod:`multiverse.html`; this module only
-computes and tabulates.
+It computes with :mod:`multiverse.report_analysis`, draws with
+:mod:`multiverse.report_figures` and writes the page with :mod:`multiverse.html`.
 """
 
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import Any, Callable, Mapping, Sequence
+from functools import partial
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
-from scipy.stats import norm
 
-from multiverse import claims as C
 from multiverse import html
-from multiverse.claims import common
 from multiverse.claims.contract import ClaimResult
-from multiverse.config import report_metrics
-from multiverse.gp import MIN_FIT, dimension_grid, features, influence, loo_diagnostics, posterior_mean_std
 from multiverse.ids import derive_seed
-from multiverse.runtime import atomic_write, fork_map, write_json
-from multiverse.sensitivity import sobol_indices
+from multiverse.report_analysis import (
+    analyse,
+    claims_table,
+    diagnostics_table,
+    fmt,
+    headline,
+    sensitivity_table,
+)
+from multiverse.report_figures import draw_claim_figures, figures_beside_analysis
+from multiverse.runtime import atomic_write, write_json
 from multiverse.space import SearchSpace
-from multiverse.surrogate import fit_divergence, fit_surrogates, per_universe, universes_of
-
-
-def divergence_summary(divergence, space: SearchSpace, reference: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
-    """Where universes diverge, by the divergence model's median probability at each
-    reference point: the share and the region, in the space's own terms."""
-    if divergence is None:
-        return None
-    p = divergence.median(reference)
-    labels = np.where(p >= 0.5, "diverges", "converges")
-    regions = common.describe_regions(space, reference, labels, exclude=set())
-    return {"share": float((p >= 0.5).mean()), "regions": regions, "p": p.tolist()}
-
-
-def context(df: pd.DataFrame, config: Mapping[str, Any], workers: int = 1) -> common.Context:
-    """The claims' context: the report's seed, a surrogate per metric and the
-    divergence model, fitted on the study's table ``df`` (``workers`` fits at a time)."""
-    space = SearchSpace.from_config(config["space"])
-    rep = config["report"]
-    seed = derive_seed(config["seed"], 7)
-    metrics = report_metrics(config)
-    declared = config.get("declared_metrics")
-    sur = fit_surrogates(df, space, metrics, seed, declared, rep["input_warping"], workers=workers)
-    divergence = fit_divergence(df, space, derive_seed(seed, 400))
-    return common.Context(space=space, df=df, surrogates=sur, divergence=divergence, samples=rep["samples"],
-                          reference=rep["reference"], bootstrap=rep["bootstrap"], seed=seed,
-                          universes=per_universe(df, space, metrics[0])[0], declared=declared,
-                          hyperparameter_starts=rep["hyperparameter_starts"])
-
-
-def judge_claim(i: int, claim: Mapping[str, Any], ctx: common.Context, infl: Mapping[str, Any],
-                diag: Mapping[str, Any]) -> ClaimResult:
-    """Claim ``i``'s analysis (:mod:`multiverse.claims`), with one verdict per reading
-    (:func:`multiverse.claims.common.decide`) and the surrogate's fit and where it was
-    read in its summary."""
-    kind = C.kind(claim)
-    ms = kind.metrics(claim)
-    res = kind.analyse(claim, ctx, i, infl[ms[0]])
-    checks = res.diagnostics or {m: diag[m] for m in ms}
-    poor = [m for m, d in checks.items() if d is not None and not d["ok"]]
-    res.surrogate_ok = not poor
-    notes = []
-    if poor:
-        notes.append("the model-based answer's surrogate fits poorly for " + ", ".join(
-            f"{m} (LOO R^2 {checks[m]['r2']:.2f}, 95% coverage {checks[m]['coverage']:.2f})" for m in poor))
-    if res.read_where:
-        notes.append(res.read_where)
-    rel = common.relation(claim)
-    # one verdict per reading (a trend's conditions too), resting on the design-based answer
-    for row in res.readings:
-        row.cross_check = row.summary  # the GP beside the observed universes' bootstrap
-        decided = common.decide(row.design, row.gp, rel, not poor)
-        row.verdict, row.rests_on = decided["verdict"], decided["rests_on"]
-        row.summary = "; ".join([decided["summary"], *notes])
-    return res
-
-
-def judge_claims(claims: Sequence[Mapping[str, Any]], ctx: common.Context, infl: Mapping[str, Any],
-                 diag: Mapping[str, Any]) -> list[ClaimResult]:
-    """Every claim's :func:`judge_claim`, in order."""
-    return [judge_claim(i, claim, ctx, infl, diag) for i, claim in enumerate(claims)]
-
-
-def analyse(df: pd.DataFrame, config: Mapping[str, Any], sensitivity: bool = True, workers: int = 1,
-            alongside: Callable[[common.Context, Mapping[str, Any], Mapping[str, Any]], Sequence[Callable[[], Any]]]
-            | None = None) -> dict[str, Any]:
-    """Verdicts for every claim, and per metric its Sobol indices and LOO diagnostics.
-
-    Returns ``{"claims", "sensitivity", "diagnostics", "influence", "surrogates",
-    "divergence", "space", "context"}``. A claim whose surrogate fits poorly
-    (:data:`multiverse.gp.MIN_LOO_R2`, :data:`multiverse.gp.MIN_COVERAGE`) says so in
-    its summary. ``sensitivity=False`` leaves the Sobol indices out (None), as the
-    calibration benchmark does.
-
-    ``workers``: after the surrogates are fitted, each metric's Sobol indices and each
-    claim's analysis are independent tasks, run that many at a time in forked processes
-    (:func:`multiverse.runtime.fork_map`; the report rule's ``threads``). Every sample
-    derives from its own seed, so the numbers are those of one task after another. A
-    claim that reads the Sobol indices of its metrics (``READS_SENSITIVITY``: the
-    correlation) computes them in its own task. With several workers a claim's ``model``
-    is left out (None): it stays in the process that fitted it. ``alongside(ctx, influence,
-    diagnostics)`` may add tasks of the caller's that need no verdict (the report's
-    figures of the surrogates), to run among these.
-    """
-    ctx = context(df, config, workers)
-    space, sur, rep, seed = ctx.space, ctx.surrogates, config["report"], ctx.seed
-    base_all = ctx.reference_set()
-    claims = config.get("claims", [])
-    # each claim metric's design-based predictors (refits on earlier rounds), once for all its claims
-    on_claims = list(dict.fromkeys(m for c in claims for m in C.kind(c).metrics(c)))
-    drawn = ctx.drawn() if on_claims else None  # built here, so that every claim's context shares it
-
-    def import_ax() -> None:
-        if workers > 1 and sensitivity and sur:
-            # Ax takes seconds to import: here once, while the workers fit, not in each that computes Sobol indices
-            import ax.utils.sensitivity.sobol_measures  # noqa: F401
-
-    done = fork_map([*(lambda m=m, s=s: (influence(s.model, space, base_all), loo_diagnostics(s.model, s.warp))
-                       if s else (None, None) for m, s in sur.items()),
-                     *(lambda m=m: drawn.predictions(m) for m in (on_claims if workers > 1 else []))],
-                    workers, meanwhile=import_ax)
-    infl = {m: d[0] for m, d in zip(sur, done)}
-    diag = {m: d[1] for m, d in zip(sur, done)}
-    for m, predictions in zip(on_claims if workers > 1 else [], done[len(sur):]):  # one worker: on first use
-        drawn.keep(m, predictions)
-    order = {m: k for k, m in enumerate(sur)}
-
-    def sobol(m: str) -> dict[str, Any] | None:
-        s = sur[m]
-        return sobol_indices(s.sample, space, rep["sobol_points"], min(64, rep["samples"]),
-                             derive_seed(seed, 300 + order[m])) if s and sensitivity else None
-
-    reads = {i: C.kind(c).metrics(c) for i, c in enumerate(claims) if C.kind(c).READS_SENSITIVITY}
-    in_claims = {m for ms in reads.values() for m in ms}
-
-    def claim_task(i: int, claim: Mapping[str, Any]) -> tuple[ClaimResult, dict[str, Any]]:
-        # None per metric when left out: the correlation then reads its path signal alone
-        own = {m: sobol(m) for m in reads.get(i, [])}
-        res = judge_claim(i, claim, replace(ctx, sensitivity=own), infl, diag)
-        if workers > 1:  # a forked task's model stays in its process (gpytorch's multitask likelihood does not pickle)
-            res.model = None
-        return res, own
-
-    alone = [m for m in sur if m not in in_claims]
-    # the longest first, so that the workers finish together: the claims that compute Sobol
-    # indices too, the other claims, then each metric's Sobol indices, then what the caller adds
-    first = sorted(range(len(claims)), key=lambda i: i not in reads)
-    extra = list(alongside(ctx, infl, diag)) if alongside is not None else []
-    done = fork_map([*(lambda i=i: claim_task(i, claims[i]) for i in first), *(lambda m=m: sobol(m) for m in alone),
-                     *extra], workers)
-    judged = dict(zip(first, done[:len(claims)]))
-    sens = dict(zip(alone, done[len(claims):len(claims) + len(alone)]))
-    results = []
-    for i in range(len(claims)):
-        res, own = judged[i]
-        results.append(res)
-        sens.update(own)
-    sens = {m: sens[m] for m in sur}
-    ctx.sensitivity = sens
-    return {"claims": results, "sensitivity": sens, "diagnostics": diag, "influence": infl, "surrogates": sur,
-            "divergence": divergence_summary(ctx.divergence, space, base_all), "space": space, "context": ctx}
-
-
-#: An answer's estimate with its 95% interval (``n/a`` without one).
-fmt = common.estimate
-
-
-def _p(x: Mapping[str, Any], key: str = "p_holds") -> float:
-    v = x.get(key, np.nan)
-    return round(v, 3) if v is not None and np.isfinite(v) else np.nan
-
-
-def claims_table(claims: Sequence[ClaimResult]) -> pd.DataFrame:
-    """The summary table: one row per claim (and per condition of a trend), every
-    estimate with its 95% interval."""
-
-    def row(c: ClaimResult, r) -> dict:
-        g, o, d = r.gp, r.observed, r.design or {}
-        share = (f"{g['fraction_holds']:.2f} [{g['fraction_holds_lo']:.2f}, {g['fraction_holds_hi']:.2f}]"
-                 if np.isfinite(g.get("fraction_holds", np.nan)) else "n/a")
-        gp_est, obs_est = C.TYPES[c.type].table_cells(g, o)
-        family = c.family or {}
-        return {
-            "claim": c.statement + ("" if r.label == "marginal" else f" ({r.label})"),
-            "type": c.type,
-            "statistic": C.TYPES[c.type].STATISTIC,
-            "margin": c.claim.get("margin") or np.nan,
-            "verdict": r.summary,
-            "design-based estimate [95% CI]": fmt(d) if d else "n/a",
-            "design-based P(holds)": _p(d) if d else np.nan,
-            "GP P(holds)": _p(g),
-            "GP P(equivalent)": _p(g, "p_equivalent"),
-            "GP P(holds at every condition)": (round(family["p_all"], 3) if r.label == "marginal"
-                                               and family.get("conditions", 0) > 1 else np.nan),
-            "GP estimate [95% CrI]": gp_est,
-            "GP share of multiverse where it holds [surely, possibly]": share,
-            "observed P(holds), bootstrap": _p(o),
-            "observed estimate [95% CI]": obs_est,
-            "where it holds, fails or is uncertain (GP)": (g.get("regions") or {}).get("text", ""),
-        }
-
-    return pd.DataFrame([row(c, r) for c in claims for r in c.readings])
-
-
-#: The headline's badges: a claim's one verdict (:func:`multiverse.claims.common.decide`).
-BADGES = ("holds", "fails", "equivalent", "uncertain", "too few universes")
-
-
-def headline(c: ClaimResult) -> dict[str, str]:
-    """One claim's badge and plain sentence for the top of the report.
-
-    The badge is the claim's one verdict (:func:`multiverse.claims.common.decide`): the
-    design-based answer's, whose interval holds whatever the surrogate; the sentence
-    gives that answer, then the model-based (GP) answer and where the model finds the
-    claim holds, fails or is uncertain, labelled as the model's.
-    """
-    g, d = c.gp, c.design or {}
-    badge = c.verdict or g["verdict"]
-    stat = C.TYPES[c.type].STATISTIC
-    if c.rests_on == "design":
-        text = (f"{c.statement}: {badge} (design-based: {stat} {fmt(d)}, P(holds) {d['p_holds']:.2f}, "
-                f"from {d.get('n', 0)} universes drawn with known probability)")
-        if np.isfinite(g.get("effect", np.nan)):
-            text += f"; model-based (GP): {g['verdict']}, {fmt(g)}"
-    elif np.isfinite(g.get("effect", np.nan)):
-        text = f"{c.statement}: {badge} (model-based only, GP: {stat} {fmt(g)}, P(holds) {g['p_holds']:.2f})"
-    else:
-        return {"badge": badge, "text": f"{c.statement}: too few universes to say."}
-    if "p_equivalent" in (d if c.rests_on == "design" else g):
-        text += f", P(equivalent within {c.claim['margin']:g}) {(d if c.rests_on == 'design' else g)['p_equivalent']:.2f}"
-    regions = g.get("regions") or {}
-    shares = regions.get("shares", {})
-    if shares:
-        order = sorted(shares, key=lambda lb: common.LABEL_ORDER.index(lb) if lb in common.LABEL_ORDER else 9)
-        text += "; the model finds it " + ", ".join(f"{lb} on {shares[lb]:.0%}" for lb in order) + " of the multiverse"
-        fails = [leaf for leaf in regions.get("leaves", []) if leaf["label"] == "fails"]
-        if fails:
-            text += " (fails for " + "; or ".join(leaf["rule"] for leaf in fails) + ")"
-    family = c.family or {}
-    if family.get("conditions", 0) > 1:
-        text += f"; model-based P(holds at every one of its {family['conditions']} conditions) {family['p_all']:.2f}"
-    if c.rests_on == "design" and g.get("verdict") not in (None, common.TOO_FEW):
-        disjoint = g["effect_hi"] < d["effect_lo"] or d["effect_hi"] < g["effect_lo"]
-        if common.opposite(badge, g["verdict"], common.relation(c.claim)) or disjoint:
-            text += "; the two answers disagree: the verdict rests on the design-based one"
-    if not c.surrogate_ok:
-        text += "; the model's surrogate fits poorly"
-    if c.read_where:
-        text += "; " + c.read_where
-    return {"badge": badge, "text": text + "."}
-
-
-def sensitivity_table(sens: Mapping[str, Mapping[str, Mapping[str, float]] | None]) -> pd.DataFrame:
-    rows = []
-    for m, s in sens.items():
-        for d, v in (s or {}).items():
-            rows.append({"metric": m, "dimension": d,
-                         "first-order [95% CrI]": f"{v['first']:.3f} [{v['first_lo']:.3f}, {v['first_hi']:.3f}]",
-                         "total-order [95% CrI]": f"{v['total']:.3f} [{v['total_lo']:.3f}, {v['total_hi']:.3f}]"})
-    return pd.DataFrame(rows)
-
-
-def diagnostics_table(diag: Mapping[str, Mapping[str, Any] | None]) -> pd.DataFrame:
-    rows = []
-    for m, d in diag.items():
-        if d is None:
-            rows.append({"metric": m, "universes": 0, "LOO RMSE [95% CI]": "n/a", "LOO R^2 [95% CI]": "n/a",
-                         "coverage of 95% intervals [95% CI]": "n/a", "fit": "no surrogate"})
-            continue
-        rows.append({"metric": m, "universes": d["n"],
-                     "LOO RMSE [95% CI]": f"{d['rmse']:.4f} [{d['rmse_lo']:.4f}, {d['rmse_hi']:.4f}]",
-                     "LOO R^2 [95% CI]": f"{d['r2']:.2f} [{d['r2_lo']:.2f}, {d['r2_hi']:.2f}]",
-                     "coverage of 95% intervals [95% CI]":
-                         f"{d['coverage']:.2f} [{d['coverage_lo']:.2f}, {d['coverage_hi']:.2f}]",
-                     "fit": "ok" if d["ok"] else "poor: verdicts flagged"})
-    return pd.DataFrame(rows)
+from multiverse.spec import report_metrics
 
 
 def to_jsonable(x: Any) -> Any:
@@ -311,38 +58,13 @@ def build_report(table_path: str, config: Mapping[str, Any], out: Mapping[str, A
     figures run that many at a time in forked processes, each figure as one process
     would draw it.
     """
-    # deferred: plots loads matplotlib and seaborn; only this function draws, and the calibration
-    # benchmark runs analyse() hundreds of times without them
-    from multiverse import plots
-
     df = pd.read_parquet(table_path)
     metrics = report_metrics(config)
     space = SearchSpace.from_config(config["space"])
     base = space.enumerated(max(4, config["report"]["reference"] // 8), derive_seed(config["seed"], 8))
-    status = df["status"].value_counts().to_dict()
 
-    def surrogate_figures(m: str, sur: Any, influence: Any, diagnostics: Any) -> None:
-        """A metric's posterior map, specification curve and LOO calibration."""
-        if sur is None:
-            msg = f"No surrogate for {m}: fewer than {MIN_FIT} universes have a finite value\n(statuses: {status})"
-            for kind in ("maps", "curves", "sobol", "loo"):
-                plots.message_figure(msg, out[kind][m])
-            return
-        dims = common.map_dimensions(space, influence, exclude=())
-        if len(dims) < 2:
-            plots.message_figure(f"No posterior map for {m}: it needs two numeric, unconditional dimensions "
-                                 f"(this space has {len(dims)})", out["maps"][m])
-        else:
-            plots.posterior_map(posterior_map_data(sur, space, dims, base), space, df, m, out["maps"][m])
-        plots.specification_curve(specification_data(sur, space, df, m), space, m, out["curves"][m])
-        plots.loo_calibration(diagnostics, m, out["loo"][m])
-
-    def alongside(ctx, infl, diag):  # figures that need no verdict, drawn beside the claims' analyses
-        return [lambda: plots.outcomes_vs_dimensions(df, space, metrics, out["outcomes"]),
-                *(lambda m=m: surrogate_figures(m, ctx.surrogates[m], infl[m], diag[m]) for m in metrics)]
-
+    alongside = partial(figures_beside_analysis, df, space, metrics, base, out)
     result = analyse(df, config, workers=workers, alongside=alongside)
-    sur = result["surrogates"]
     for c in result["claims"]:
         c.headline = headline(c)
     write_json(out["claims_json"], to_jsonable({
@@ -360,46 +82,9 @@ def build_report(table_path: str, config: Mapping[str, Any], out: Mapping[str, A
     tables = {"claims": claims_table(result["claims"]), "sensitivity": sensitivity_table(result["sensitivity"]),
               "diagnostics": diagnostics_table(result["diagnostics"])}
     atomic_write(out["claims_csv"], lambda tmp: tables["claims"].to_csv(tmp, index=False))
-    def claim_figures(c: ClaimResult) -> None:
-        main_png, where_png = out["claim_figures"][c.name], out["where_figures"][c.name]
-        if c.gp["verdict"] == C.common.TOO_FEW:
-            msg = f"No surrogate verdict for claim '{c.name}': too few finished universes\n(statuses: {status})"
-            plots.message_figure(msg, main_png)
-            plots.message_figure(msg, where_png)
-            return
-        C.TYPES[c.type].figure(c, space, df, main_png)
-        C.TYPES[c.type].where_figure(c, space, df, where_png)
-
-    # each figure (group) on its own, so that the workers draw them side by side
-    fork_map([*(lambda c=c: claim_figures(c) for c in result["claims"]),
-              lambda: plots.claims_forest(result["claims"], out["claims_figure"], lambda c: (
-                  C.TYPES[c.type].STATISTIC, C.TYPES[c.type].metrics(c.claim))),
-              *(lambda m=m: plots.sobol_bars(result["sensitivity"][m], m, out["sobol"][m])
-                for m in metrics if sur[m] is not None)], workers)
+    draw_claim_figures(result, space, df, metrics, out, workers)
     html.write_report(out["html"], config, df, result, tables, out)
     return result
-
-
-def posterior_map_data(sur, space: SearchSpace, dims: Sequence[str], base: Sequence[Mapping[str, Any]],
-                       n: int = 25) -> dict[str, Any]:
-    """The posterior median and 95% band width of a metric over two dimensions, averaged
-    over ``base`` for the others."""
-    gx, gy = dimension_grid(space, dims[0], n), dimension_grid(space, dims[1], n)
-    grid = [{**u, dims[0]: x, dims[1]: y} for y in gy for x in gx for u in base]
-    shape = (len(gy), len(gx), len(base))
-    median = sur.median(grid).reshape(shape).mean(-1)
-    lo, hi = sur.quantiles(grid)
-    return {"dims": list(dims), "x": gx, "y": gy, "median": median, "width": (hi - lo).reshape(shape).mean(-1)}
-
-
-def specification_data(sur, space: SearchSpace, df: pd.DataFrame, metric: str) -> dict[str, Any]:
-    """Universes ranked by the metric, with the GP's 95% predictive interval at each
-    (one seed's noise added on the GP's scale)."""
-    d = df[np.isfinite(df[metric].to_numpy(dtype=float))].sort_values(metric).reset_index(drop=True)
-    m, s = posterior_mean_std(sur.model, features(space, universes_of(d, space), sur.model))
-    sd = np.sqrt(s**2 + sur.latent_noise_sd**2)
-    z = norm.ppf(0.975)
-    return {"table": d, "lo": sur.warp.inverse(m - z * sd), "hi": sur.warp.inverse(m + z * sd)}
 
 
 # --- docs/case_studies.md's tables ----------------------------------------------------------

@@ -140,7 +140,7 @@ def fit_values(space: SearchSpace, universes: list[dict], values: np.ndarray, se
 def fit_surrogate(df: pd.DataFrame, space: SearchSpace, metric: str, seed: int,
                   declared: Mapping[str, Any] | None = None, warping: bool = False) -> Surrogate | None:
     """A metric's GP on per-universe means, on its warped scale (``declared``: the
-    study's metrics, :func:`multiverse.config.study_metrics`; None: the built-in ones)."""
+    study's metrics, :func:`multiverse.spec.study_metrics`; None: the built-in ones)."""
     universes, values = per_universe(df, space, metric, declared)
     return fit_values(space, universes, values, seed, warp_for(metric, declared), warping)
 

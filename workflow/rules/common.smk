@@ -16,8 +16,7 @@ except ImportError as err:
         "the multiverse workflow needs its Python package in the environment that runs snakemake: "
         "pip install multiverse-analysis (in a clone of the repository: pip install -r requirements.txt -e .)"
     ) from err
-from multiverse.config import (  # noqa: E402
-    SPACE_ONLY,
+from multiverse.spec import (  # noqa: E402
     check_config,
     compose,
     data_file,
@@ -26,6 +25,7 @@ from multiverse.config import (  # noqa: E402
     load_config,
     multiverse_hash,
     n_shards,
+    reads_outcomes,
     report_metrics,
     round_settings,
     round_sizes,
@@ -36,7 +36,7 @@ from multiverse.config import (  # noqa: E402
 )
 
 # A --configfile holding a whole study (a `study` key) stands alone; one without is
-# merged key by key into the files before it (multiverse.config.compose). Snakemake
+# merged key by key into the files before it (multiverse.spec.compose). Snakemake
 # itself merges every file key by key; in module form the user's Snakefile owns the config.
 if not workflow.modifier.skip_configfile:
     _cli = [str(p) for p in workflow.overwrite_configfiles]
@@ -64,7 +64,7 @@ TRAIN_JOB = train_job_size(config)
 
 # On a cluster, a round's shards (each a train job and its metrics job) travel in
 # submissions of as many shards as fit the declared node side by side (`cluster:`,
-# multiverse.config.shards_per_submission), one submission per shard without a node.
+# multiverse.spec.layout.shards_per_submission), one submission per shard without a node.
 # Snakemake makes one submission of a group's jobs when they are connected: rule
 # `submission` joins the shards of one submission (its marker depends on their metrics).
 # Groups take effect only with a cluster executor; a local run ignores them.
@@ -145,9 +145,9 @@ def shard_files(name):
 
 
 def space_only(wildcards):
-    """Whether round r's strategy chooses from the space alone (Sobol, random or grid:
-    multiverse.config.SPACE_ONLY; round 0 of a GP strategy is a Sobol round)."""
-    return round_settings(config["design"], int(wildcards.round))["strategy"] in SPACE_ONLY
+    """Whether round r's strategy chooses from the space alone (one that reads no outcomes
+    in multiverse.spec.strategies; round 0 of a GP strategy is a Sobol round)."""
+    return not reads_outcomes(config["design"], int(wildcards.round))
 
 
 def design_inputs(wildcards):

@@ -9,7 +9,7 @@ rule design:
         f"{OUT}/benchmark/design/round_{{round}}.tsv"
     params:
         space=config["space"],
-        # only what round r uses (multiverse.design.round_settings): editing a GP setting
+        # only what round r uses (multiverse.spec.strategies.round_settings): editing a GP setting
         # reruns the GP rounds, never round 0's Sobol universes; adding rounds reruns nothing
         design=lambda wildcards: round_settings(config["design"], int(wildcards.round), config.get("claims", [])),
         sizes=lambda wildcards: round_sizes(config)[: int(wildcards.round) + 1],

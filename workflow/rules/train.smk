@@ -4,7 +4,7 @@
 # metrics, and keeps its own artefacts in the universe's run/ folder. With
 # training.per_device k it trains k universes at once, each in its own process sharing
 # the job's device (multiverse.failures.guard_lanes), and asks for k times the cores and
-# memory of one universe (multiverse.config.train_job_size).
+# memory of one universe (multiverse.spec.layout.train_job_size).
 rule train:
     input:
         design=f"{OUT}/design/round_{{round}}.json",

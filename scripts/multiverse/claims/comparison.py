@@ -4,7 +4,7 @@ integrated over the rest of the multiverse.
 Effect: ``mean(metric | a) - mean(metric | b)``. The GP's answer integrates over a
 Sobol reference set of the other dimensions; it also gives the share of the multiverse
 where the claim holds and, in the space's own terms, where it holds, fails or is
-uncertain by the verdict's own thresholds (:func:`multiverse.claims.common.describe_regions`).
+uncertain by the verdict's own thresholds (:func:`multiverse.claims.regions.describe_regions`).
 The observed answer is a bootstrap stratified by group.
 """
 
@@ -12,83 +12,66 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from multiverse.claims import common
+import numpy as np
+
+from multiverse import estimators, stats
+from multiverse.claims import common, context, regions, verdict
 from multiverse.claims.contract import ClaimResult
+from multiverse.gp import dimension_grid
 from multiverse.ids import derive_seed
-from multiverse.lazy import np
+from multiverse.spec import claims as spec_claims
+from multiverse.spec.records import Claim
 
-NAME = "comparison"
-STATISTIC = "difference of means, a - b"
-DESIGN_READS_ONE_RUN = False
-READS_SENSITIVITY = False
+SPEC = spec_claims.COMPARISON
 
 
-def metrics(claim: Mapping[str, Any]) -> list[str]:
-    return [claim["metric"]]
-
-
-def statement(claim: Mapping[str, Any]) -> str:
-    a, b = common.levels_text(claim["a"]), common.levels_text(claim["b"])
-    return f"{claim['metric']} of {claim['dimension']} {a} {claim['relation']} {b}"
-
-
-def check(claim: Mapping[str, Any], key: str, checks) -> None:
-    """Config checks that depend on the space and metrics (``checks``: :class:`multiverse.config.Checks`)."""
-    checks.metric(claim["metric"], f"{key}.metric")
-    checks.groups(claim, key)
-
-
-def comparison_universes(claim: Mapping[str, Any], base: Sequence[Mapping[str, Any]]) -> list[dict]:
+def comparison_universes(claim: Claim, base: Sequence[Mapping[str, Any]]) -> list[dict]:
     """Every base universe under every level of ``a`` then ``b``: ``(len(a)+len(b)) * len(base)``."""
     levels = list(claim["a"]) + list(claim["b"])
     return [{**u, claim["dimension"]: lv} for lv in levels for u in base]
 
 
-def local_effects(f, claim: Mapping[str, Any], n_base: int):
+def local_effects(f, claim: Claim, n_base: int):
     """``samples x n_base`` local effects from samples at :func:`comparison_universes`."""
     na, nb = len(claim["a"]), len(claim["b"])
     f = f.reshape(len(f), na + nb, n_base)
     return f[:, :na].mean(1) - f[:, na:].mean(1)
 
 
-def design_target(space, claim: Mapping[str, Any], n: int, seed: int, mean_at) -> list[common.DesignTarget]:
-    """What the claim-targeted design reduces (:class:`.common.DesignTarget`): the effect,
+def design_target(space, claim: Claim, n: int, seed: int, mean_at) -> list[context.DesignTarget]:
+    """What the claim-targeted design reduces (:class:`.context.DesignTarget`): the effect,
     a weighted sum of the metric at :func:`comparison_universes` of a reference set of
     ``n`` points per level combination, and each reference point's local effect."""
-    base = common.reference_universes(space, n, seed, fix=claim["dimension"])
+    base = context.reference_universes(space, n, seed, fix=claim["dimension"])
     points = comparison_universes(claim, base)
     local = local_effects(np.eye(len(points)), claim, len(base))  # linear: row i is point i's weights
-    return [common.DesignTarget(claim["name"], claim["metric"], points, local.mean(1), local, claim["relation"],
-                                common.margin(claim))]
+    return [context.DesignTarget(claim["name"], claim["metric"], points, local.mean(1), local, claim["relation"],
+                                spec_claims.margin(claim))]
 
 
-def gp_answer(sur, space, claim: Mapping[str, Any], base: Sequence[Mapping[str, Any]], n_samples: int,
+def gp_answer(sur, space, claim: Claim, base: Sequence[Mapping[str, Any]], n_samples: int,
               seed: int) -> dict[str, Any]:
     """The GP's answer from joint posterior samples of surrogate ``sur`` at
     :func:`comparison_universes` of a reference set ``base`` covering the other
     dimensions (the claim's own dimension is overwritten): the effect, the share of the
     multiverse where the claim holds, each with a 95% credible interval, and the regions
     labelled by local verdicts."""
-    from multiverse import stats  # on use: claim types load when the Snakefile is parsed
-
     f = sur.sample(comparison_universes(claim, base), n_samples, seed)
     local = local_effects(f, claim, len(base))
     effects = stats.reference_mean(local, seed)
-    out = common.with_fraction(stats.summarise(effects, claim["relation"], common.margin(claim)), local, claim)
-    out["regions"] = common.describe_regions(space, base, common.local_summary(local, claim)["labels"],
+    out = regions.with_fraction(stats.summarise(effects, claim["relation"], spec_claims.margin(claim)), local, claim)
+    out["regions"] = regions.describe_regions(space, base, regions.local_summary(local, claim)["labels"],
                                              exclude={claim["dimension"]})
     return out
 
 
-def observed_answer(values, groups: Sequence[Any], claim: Mapping[str, Any], n_boot: int, seed: int) -> dict[str, Any]:
+def observed_answer(values, groups: Sequence[Any], claim: Claim, n_boot: int, seed: int) -> dict[str, Any]:
     """Model-free answer: a bootstrap stratified by group.
 
     Args:
         values: ``n`` observed metric values (non-finite ones are dropped).
         groups: ``n`` levels of the claim's dimension.
     """
-    from multiverse import stats  # on use: claim types load when the Snakefile is parsed
-
     values = np.asarray(values, dtype=float)
     groups = np.asarray(groups, dtype=object)
     ok = np.isfinite(values)
@@ -98,14 +81,12 @@ def observed_answer(values, groups: Sequence[Any], claim: Mapping[str, Any], n_b
     if len(a) < 2 or len(b) < 2:
         return stats.too_few(**out)
     boot = stats.bootstrap(lambda x, y: x.mean(1) - y.mean(1), [a, b], n_boot, seed)
-    return {**out, **stats.summarise(boot, claim["relation"], common.margin(claim)), "effect": float(a.mean() - b.mean())}
+    return {**out, **stats.summarise(boot, claim["relation"], spec_claims.margin(claim)), "effect": float(a.mean() - b.mean())}
 
 
-def design_components(claim: Mapping[str, Any]):
+def design_components(claim: Claim):
     """The components of a difference of group means over the universes where the
-    metric is defined, and the statistic of them (:func:`multiverse.design_based.ratio_difference`)."""
-    from multiverse import design_based as DB  # on use: claim types load when the Snakefile is parsed
-
+    metric is defined, and the statistic of them (:func:`multiverse.estimators.ratio_difference`)."""
     dim, a, b, metric = claim["dimension"], list(claim["a"]), list(claim["b"]), claim["metric"]
 
     def h(universes, values):
@@ -114,24 +95,22 @@ def design_components(claim: Mapping[str, Any]):
         gb = np.array([u[dim] in b for u in universes], dtype=float)
         return np.c_[y * ga, ok * ga, y * gb, ok * gb]
 
-    return h, DB.ratio_difference
+    return h, estimators.ratio_difference
 
 
-def design_answer(claim: Mapping[str, Any], ctx) -> dict[str, Any]:
+def design_answer(claim: Claim, ctx) -> dict[str, Any]:
     """The design-based answer: the difference of the two groups' means over the
     multiverse (each group's levels uniform, the other choices as declared), from the
-    universes drawn with known probability (:mod:`multiverse.design_based`)."""
+    universes drawn with known probability (:mod:`multiverse.estimators`)."""
     return common.design_based(ctx, [claim["metric"]], design_components(claim), claim["relation"],
-                               common.margin(claim))
+                               spec_claims.margin(claim))
 
 
-def figure_data(sur, space, claim: Mapping[str, Any], base: Sequence[Mapping[str, Any]], influence, seed: int,
+def figure_data(sur, space, claim: Claim, base: Sequence[Mapping[str, Any]], influence, seed: int,
                 n_samples: int = 128) -> dict[str, Any]:
     """What the claim's figures draw: each group's partial dependence (mean, 95% band)
     along each numeric dimension, and a map of the local P(holds) over the two most
     influential ones."""
-    from multiverse import stats  # on use: claim types load when the Snakefile is parsed
-    from multiverse.gp import dimension_grid  # on use: claim types load when the Snakefile is parsed
     sub = list(base[:32])
     pd_ = {}
     for j, d in enumerate([d for d in space.numeric if d.when is None][:4]):
@@ -145,19 +124,19 @@ def figure_data(sur, space, claim: Mapping[str, Any], base: Sequence[Mapping[str
     return {"partial_dependence": pd_, "where": holds_map(sur, space, claim, base, influence, derive_seed(seed, 99))}
 
 
-def holds_map(sur, space, claim: Mapping[str, Any], base: Sequence[Mapping[str, Any]], influence, seed: int,
+def holds_map(sur, space, claim: Claim, base: Sequence[Mapping[str, Any]], influence, seed: int,
               n_base: int = 8, n_samples: int = 128) -> dict[str, Any]:
     """Local P(holds) over a grid of the two most influential numeric dimensions (the
     others averaged over ``n_base`` reference points)."""
-    dims = common.map_dimensions(space, influence, exclude=[claim["dimension"]])
+    dims = regions.map_dimensions(space, influence, exclude=[claim["dimension"]])
     if not dims:
         return {"message": f"No numeric choice besides {claim['dimension']} to map the claim over"}
-    gx, gy, cells = common.map_cells(space, dims)
+    gx, gy, cells = regions.map_cells(space, dims)
     sub = list(base[:n_base])
     pts = [p for cell in cells for p in comparison_universes(claim, [{**u, **cell} for u in sub])]
     f = sur.sample(pts, n_samples, seed, batch=len(cells)).reshape(n_samples, len(cells), -1)
     local = np.stack([local_effects(f[:, i], claim, len(sub)).mean(1) for i in range(len(cells))], 1)
-    return {"dims": dims, "x": gx, "y": gy, **_probabilities(common.local_summary(local, claim))}
+    return {"dims": dims, "x": gx, "y": gy, **_probabilities(regions.local_summary(local, claim))}
 
 
 def _probabilities(s: Mapping[str, Any]) -> dict[str, Any]:
@@ -165,7 +144,7 @@ def _probabilities(s: Mapping[str, Any]) -> dict[str, Any]:
             "p_equivalent": None if s["p_equivalent"] is None else s["p_equivalent"].tolist()}
 
 
-def prepare(claim: Mapping[str, Any], ctx, i: int, observed) -> tuple[int, Any, Any, list[dict], dict[str, Any]]:
+def prepare(claim: Claim, ctx, i: int, observed) -> tuple[int, Any, Any, list[dict], dict[str, Any]]:
     """What a claim between two groups of levels starts from (a comparison, an expected
     best): its GP seed, the observed universes' values, the surrogate, the reference set
     where the claim is read (converging under every compared level) and the observed
@@ -177,11 +156,11 @@ def prepare(claim: Mapping[str, Any], ctx, i: int, observed) -> tuple[int, Any, 
     obs = observed(y, [u[dim] for u in ctx.universes], claim, ctx.bootstrap, s_obs)
     base, share = ctx.converging([metric], ctx.reference_set(fix=dim),
                                  [{dim: lv} for lv in list(claim["a"]) + list(claim["b"])])
-    out = {"observed": obs, "read_where": common.where_read(share), "converged_share": share}
+    out = {"observed": obs, "read_where": context.where_read(share), "converged_share": share}
     return s_gp, y, ctx.surrogates.get(metric), base, out
 
 
-def analyse(claim: Mapping[str, Any], ctx, i: int, influence) -> ClaimResult:
+def analyse(claim: Claim, ctx, i: int, influence) -> ClaimResult:
     s_gp, y, sur, base, out = prepare(claim, ctx, i, observed_answer)
     design, figures = design_answer(claim, ctx), None
     if sur is None or len(base) < 2:
@@ -189,14 +168,14 @@ def analyse(claim: Mapping[str, Any], ctx, i: int, influence) -> ClaimResult:
     else:
         gp = gp_answer(sur, ctx.space, claim, base, ctx.samples, s_gp)
         figures = figure_data(sur, ctx.space, claim, base, influence, derive_seed(s_gp, 1))
-    first = common.reading(gp, out["observed"], design, claim["relation"])
-    return common.result(claim, NAME, statement(claim), [first], read_where=out["read_where"],
+    first = verdict.reading(gp, out["observed"], design, claim["relation"])
+    return common.result(claim, SPEC.name, SPEC.statement(claim), [first], read_where=out["read_where"],
                          converged_share=out["converged_share"], figures=figures)
 relevance = common.group_relevance
-table_cells = common.estimate_cells
+table_cells = verdict.estimate_cells
 
 
-def grid_local_effects(claim: Mapping[str, Any], space, axes: Mapping[str, Sequence[Any]], values):
+def grid_local_effects(claim: Claim, space, axes: Mapping[str, Sequence[Any]], values):
     """The local effect at every cell of the other dimensions of a full-factorial grid
     (``axes``: each dimension's values, in the space's order; ``values``: one array over
     them): the mean over ``a``'s levels less ``b``'s."""
@@ -212,7 +191,9 @@ grid_statistic = common.mean_grid_statistic(grid_local_effects)
 # --- its figures (drawn by :mod:`multiverse.plots`' helpers) ----------------------
 def figure(c: ClaimResult, space, df, path: str) -> None:
     """Each group's partial dependence along each numeric choice, with the universes."""
-    from multiverse import plots as P  # matplotlib and seaborn: claim types load when the Snakefile is parsed
+    from multiverse import (
+        plots as P,  # matplotlib and seaborn only where a figure is drawn (GP design rounds read claim types)
+    )
 
     P.themed("whitegrid")
     claim = c.claim
@@ -233,10 +214,4 @@ def figure(c: ClaimResult, space, df, path: str) -> None:
     P.save(fig, path)
 
 
-def where_figure(c: ClaimResult, space, df, path: str) -> None:
-    """Where the comparison holds: a map of the local posterior probability that it holds
-    (:func:`multiverse.plots.holds_map`)."""
-    from multiverse import plots as P  # matplotlib and seaborn: claim types load when the Snakefile is parsed
-
-    P.themed("white")
-    P.holds_map(c, space, df, path)
+where_figure = common.holds_where_figure

@@ -1,9 +1,11 @@
-"""What every claim type's module defines: the :class:`ClaimType` protocol.
+"""What every claim type's module defines: the :class:`ClaimType` protocol, and the
+records a claim's analysis returns (:class:`Reading`, :class:`ClaimResult`).
 
-A claim type is a module of :mod:`multiverse.claims` (``comparison``, ``trend``, ...)
-registered in :data:`multiverse.claims.TYPES`. Adding one means that module, its entry
-in the registry and its entry in the config schema; the config checks, the design, the
-report, its figures and the calibration benchmark reach it only through these names.
+A claim type is its spec (:class:`multiverse.spec.claims.ClaimSpec`: name, statistic,
+metrics, statement, check) and a module of :mod:`multiverse.claims` (``comparison``,
+``trend``, ...) registered in :data:`multiverse.claims.TYPES` that holds it as
+``SPEC``; the design, the report, its figures and the calibration benchmark reach it
+only through these names.
 """
 
 from __future__ import annotations
@@ -11,12 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Protocol, Sequence, runtime_checkable
 
-#: One answer to a claim (the GP's, the observed universes' or the design-based one):
-#: what :func:`multiverse.stats.summarise` gives (``effect``, ``effect_lo``, ``effect_hi``,
-#: ``p_holds``, ``p_equivalent``, ``verdict``, ``n``) and what its type adds (a
-#: comparison's ``regions`` and ``fraction_holds``, a correlation's ``granulated``, an
-#: expected best's ``budgets``...). Numbers stay numbers; claims.json writes them as they are.
-Answer = dict[str, Any]
+from multiverse.spec.claims import ClaimSpec
+from multiverse.spec.records import Answer, Claim
 
 
 @dataclass
@@ -24,8 +22,8 @@ class Reading:
     """A claim's answers at one condition (``label``: ``marginal`` for the claim itself, or
     a trend's condition): one row of the summary table.
 
-    ``summary`` is first the GP beside the observed universes (:func:`.common.judge`,
-    with ``agree``); the report then decides the one ``verdict`` (:func:`.common.decide`),
+    ``summary`` is first the GP beside the observed universes (:func:`.verdict.judge`,
+    with ``agree``); the report then decides the one ``verdict`` (:func:`.verdict.decide`),
     says which answer it ``rests_on`` (``design`` or ``model``), moves that first summary
     to ``cross_check`` and writes the verdict's sentence in ``summary``."""
 
@@ -123,48 +121,30 @@ class ClaimResult:
 
 @runtime_checkable
 class ClaimType(Protocol):
-    #: The claim's ``type`` in the config.
-    NAME: str
-    #: What its effect is, in words (the tables' ``statistic`` column, the forest's axis).
-    STATISTIC: str
-    #: Whether its design-based answer estimates the statistic of each universe's one
-    #: training run, seed noise included (Kendall's tau, not linear in the outcomes),
-    #: rather than of the seed means; the calibration benchmark's design truth follows it.
-    DESIGN_READS_ONE_RUN: bool
-    #: Whether its analysis reads the report's Sobol indices of its metrics
-    #: (``Context.sensitivity``), which the report then computes before it.
-    READS_SENSITIVITY: bool
+    #: What the claim type is at parse time: name, statistic, metrics, statement, check
+    #: and its two traits (:class:`multiverse.spec.claims.ClaimSpec`).
+    SPEC: ClaimSpec
 
-    def metrics(self, claim: Mapping[str, Any]) -> list[str]:
-        """The metrics the claim is read on, the first one's surrogate foremost."""
-
-    def statement(self, claim: Mapping[str, Any]) -> str:
-        """The claim in words, when the config gives no ``statement``."""
-
-    def check(self, claim: Mapping[str, Any], key: str, checks: Any) -> None:
-        """The config checks that depend on the space and metrics (``checks``:
-        :class:`multiverse.config.Checks`); raises :class:`multiverse.errors.ConfigError`."""
-
-    def analyse(self, claim: Mapping[str, Any], ctx: Any, i: int, influence: Any) -> ClaimResult:
-        """The claim's answers in context ``ctx`` (:class:`multiverse.claims.common.Context`;
+    def analyse(self, claim: Claim, ctx: Any, i: int, influence: Any) -> ClaimResult:
+        """The claim's answers in context ``ctx`` (:class:`multiverse.claims.context.Context`;
         ``i``: its place among the claims, which seeds its samples): per reading the GP's
         (``gp``), the observed universes' (``observed``) and the design-based one
         (``design``), with the first two's judgement side by side
-        (:func:`multiverse.claims.common.judge`), and the data its figures draw."""
+        (:func:`multiverse.claims.verdict.judge`), and the data its figures draw."""
 
     def table_cells(self, gp: Mapping[str, Any], observed: Mapping[str, Any]) -> tuple[str, str]:
         """A row's GP and observed estimate cells of the summary table."""
 
-    def design_target(self, space: Any, claim: Mapping[str, Any], n: int, seed: int,
+    def design_target(self, space: Any, claim: Claim, n: int, seed: int,
                       mean_at: Any) -> list[Any]:
         """What the claim-targeted design reduces for it
-        (:class:`multiverse.claims.common.DesignTarget`, one per metric's GP)."""
+        (:class:`multiverse.claims.context.DesignTarget`, one per metric's GP)."""
 
-    def relevance(self, space: Any, claim: Mapping[str, Any], universes: Sequence[Mapping[str, Any]]) -> Any:
+    def relevance(self, space: Any, claim: Claim, universes: Sequence[Mapping[str, Any]]) -> Any:
         """How much each universe's residual weighs in the claim's statistic, up to a
         constant (a randomised gp-claims round's probabilities follow it)."""
 
-    def grid_statistic(self, claim: Mapping[str, Any], space: Any, axes: Mapping[str, Sequence[Any]],
+    def grid_statistic(self, claim: Claim, space: Any, axes: Mapping[str, Sequence[Any]],
                        values: Mapping[str, Any], budgets: Sequence[int] = ()) -> float:
         """Its statistic over a whole full-factorial grid (``axes``: each dimension's values;
         ``values``: ``{metric: array over axes}``), the calibration benchmark's truth."""

@@ -37,16 +37,19 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from multiverse.claims import common
-from multiverse.claims.contract import ClaimResult
-from multiverse.errors import ConfigError
-from multiverse.ids import derive_seed
-from multiverse.lazy import np
+import numpy as np
+from scipy.stats import kendalltau
 
-NAME = "correlation"
-STATISTIC = "Kendall tau"
-DESIGN_READS_ONE_RUN = True
-READS_SENSITIVITY = True
+from multiverse import estimators, stats
+from multiverse.claims import common, context, verdict
+from multiverse.claims.contract import ClaimResult
+from multiverse.gp import MIN_FIT, RankWarp, dimension_grid, joint_samples
+from multiverse.ids import derive_seed
+from multiverse.spec import claims as spec_claims
+from multiverse.spec.records import Claim
+from multiverse.two_outcome import fit_multitask_gp, multitask_loo_diagnostics
+
+SPEC = spec_claims.CORRELATION
 #: Fewest matched groups (universes differing in one dimension only) for an observed
 #: granulated tau; with fewer, a single pair's tau of +-1 would stand for the whole claim.
 MIN_MATCHED_GROUPS = 5
@@ -63,44 +66,22 @@ MIN_SIGNAL = 2.0
 MIN_TOTAL_ORDER = 0.05
 
 
-def metrics(claim: Mapping[str, Any]) -> list[str]:
-    return [claim["x"], claim["y"]]
-
-
-def statement(claim: Mapping[str, Any]) -> str:
-    return f"{claim['x']} and {claim['y']} are {claim['relation']}ly correlated across universes"
-
-
-def check(claim: Mapping[str, Any], key: str, checks) -> None:
-    checks.metric(claim["x"], f"{key}.x")
-    checks.metric(claim["y"], f"{key}.y")
-    if claim["x"] == claim["y"]:
-        raise ConfigError(f"{key}.y", "a metric other than x", claim["y"])
-
-
 class JointSurrogate:
     """A two-outcome GP of ``x`` and ``y`` on their warped scales (:func:`multiverse.two_outcome.fit_multitask_gp`)."""
-
     def __init__(self, model, space, warps):
         self.model, self.space, self.warps = model, space, warps
 
     def sample(self, universes: Sequence[Mapping[str, Any]], n: int, seed: int):
         """``n x len(universes) x 2`` joint samples on the metrics' scales."""
-        from multiverse.gp import joint_samples  # on use: claim types load when the Snakefile is parsed
-
         f = joint_samples(self.model, self.space, universes, n, seed)
         return np.stack([w.inverse(f[..., k]) for k, w in enumerate(self.warps)], -1)
 
     def diagnostics(self, names: Sequence[str]) -> dict[str, dict[str, Any]]:
         """LOO diagnostics of each outcome of the model the verdict rests on, by metric name."""
-        from multiverse.two_outcome import multitask_loo_diagnostics  # on use: claim types load when the Snakefile is parsed
-
         return dict(zip(names, multitask_loo_diagnostics(self.model, self.warps)))
 
 
 def fit_joint(space, universes: Sequence[Mapping[str, Any]], x, y, seed: int, warps, starts: int = 1) -> JointSurrogate:
-    from multiverse.two_outcome import fit_multitask_gp  # on use: claim types load when the Snakefile is parsed
-
     Y = np.c_[warps[0].forward(x), warps[1].forward(y)]
     return JointSurrogate(fit_multitask_gp(space, universes, Y, seed, starts=starts), space, warps)
 
@@ -108,8 +89,6 @@ def fit_joint(space, universes: Sequence[Mapping[str, Any]], x, y, seed: int, wa
 def granulated_universes(space, name: str, base: Sequence[Mapping[str, Any]]) -> tuple[list, int, int]:
     """``base x grid`` universes varying only ``name`` (base-major); base points where
     ``name`` is inactive are left out."""
-    from multiverse.gp import dimension_grid  # on use: claim types load when the Snakefile is parsed
-
     d = space[name]
     values = dimension_grid(space, name, common.TREND_GRID)
     kept = [u for u in base if d.is_active({**u, name: values[0]})]
@@ -130,7 +109,7 @@ def path_signal(paths):
         return signal / noise
 
 
-def gp_answer(joint, space, claim: Mapping[str, Any], base: Sequence[Mapping[str, Any]],
+def gp_answer(joint, space, claim: Claim, base: Sequence[Mapping[str, Any]],
               n_samples: int, seed: int, n_granulated: int = 24,
               sobol: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Kendall tau between two outcomes across the multiverse, and granulated tau, from
@@ -147,11 +126,9 @@ def gp_answer(joint, space, claim: Mapping[str, Any], base: Sequence[Mapping[str
     ``granulated_signal`` gives each metric's :func:`path_signal` along each dimension,
     and each per-dimension answer lists the metrics that vary along it (``varies``).
     """
-    from multiverse import stats  # on use: claim types load when the Snakefile is parsed
-
     rng = np.random.default_rng(seed)
-    rel, m = claim["relation"], common.margin(claim)
-    names = metrics(claim)
+    rel, m = claim["relation"], spec_claims.margin(claim)
+    names = SPEC.metrics(claim)
     f = joint.sample(base, n_samples, seed)  # samples x base x 2
     idx = rng.integers(0, len(base), (n_samples, len(base)))
     tau = stats.kendall_tau(np.take_along_axis(f[..., 0], idx, 1), np.take_along_axis(f[..., 1], idx, 1))
@@ -210,8 +187,6 @@ def matched_granulated(space, universes: Sequence[Mapping[str, Any]], x, y, n_bo
     Returns ``{"per_dimension", "effect", "lo", "hi", "groups"}`` (NaN effect and
     interval with fewer than :data:`MIN_MATCHED_GROUPS` groups).
     """
-    from multiverse import stats  # on use: claim types load when the Snakefile is parsed
-
     taus = {}
     for name, groups in matched_groups(space, universes).items():
         t = np.array([float(stats.kendall_tau(x[g], y[g])) for g in groups])
@@ -229,13 +204,11 @@ def matched_granulated(space, universes: Sequence[Mapping[str, Any]], x, y, n_bo
     return out
 
 
-def observed_answer(space, universes: Sequence[Mapping[str, Any]], x, y, claim: Mapping[str, Any], n_boot: int,
+def observed_answer(space, universes: Sequence[Mapping[str, Any]], x, y, claim: Claim, n_boot: int,
                     seed: int) -> dict[str, Any]:
     """Kendall tau (scipy) over the observed universes, with a bootstrap over universes,
     and granulated tau on matched universes where the design has any."""
-    from scipy.stats import kendalltau  # on use: claim types load when the Snakefile is parsed
 
-    from multiverse import stats  # on use: claim types load when the Snakefile is parsed
 
     x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     ok = np.isfinite(x) & np.isfinite(y)
@@ -244,7 +217,7 @@ def observed_answer(space, universes: Sequence[Mapping[str, Any]], x, y, claim: 
     if len(x) < 4:
         return stats.too_few(n=int(len(x)))
     boot = stats.bootstrap(lambda r: stats.kendall_tau(r[..., 0], r[..., 1]), [np.c_[x, y]], n_boot, seed)
-    out = {**stats.summarise(boot, claim["relation"], common.margin(claim)),
+    out = {**stats.summarise(boot, claim["relation"], spec_claims.margin(claim)),
            "effect": float(kendalltau(x, y).statistic), "n": int(len(x))}
     matched = matched_granulated(space, us, x, y, n_boot, seed + 1)
     out["granulated_matched"] = matched["effect"]
@@ -254,12 +227,10 @@ def observed_answer(space, universes: Sequence[Mapping[str, Any]], x, y, claim: 
     return out
 
 
-def design_components(claim: Mapping[str, Any]):
+def design_components(claim: Claim):
     """Kendall's tau-b over pairs of universes where both metrics are defined, as three
     pair means (concordance, and each metric's share of untied pairs): the kernel and the
-    statistic (:func:`multiverse.design_based.tau_b`)."""
-    from multiverse import design_based as DB  # on use: claim types load when the Snakefile is parsed
-
+    statistic (:func:`multiverse.estimators.tau_b`)."""
     mx, my = claim["x"], claim["y"]
 
     def kernel(va, vb):
@@ -272,30 +243,29 @@ def design_components(claim: Mapping[str, Any]):
         sy = np.sign(ya[:, None] - yb[None, :]) * ok
         return np.stack([sx * sy, sx * sx, sy * sy], -1)
 
-    return kernel, DB.tau_b
+    return kernel, estimators.tau_b
 
 
-def design_answer(claim: Mapping[str, Any], ctx) -> dict[str, Any]:
+def design_answer(claim: Claim, ctx) -> dict[str, Any]:
     """The design-based answer: Kendall's tau-b between the two metrics over the
-    multiverse, a U-statistic over pairs of drawn universes (:mod:`multiverse.design_based`)."""
-    return common.design_based(ctx, metrics(claim), design_components(claim), claim["relation"],
-                               common.margin(claim), pairs=True)
+    multiverse, a U-statistic over pairs of drawn universes (:mod:`multiverse.estimators`)."""
+    return common.design_based(ctx, SPEC.metrics(claim), design_components(claim), claim["relation"],
+                               spec_claims.margin(claim), pairs=True)
 
 
-def design_target(space, claim: Mapping[str, Any], n: int, seed: int, mean_at) -> list[common.DesignTarget]:
-    """What the claim-targeted design reduces (:class:`.common.DesignTarget`): tau is
+def design_target(space, claim: Claim, n: int, seed: int, mean_at) -> list[context.DesignTarget]:
+    """What the claim-targeted design reduces (:class:`.context.DesignTarget`): tau is
     not a weighted sum of the metrics, so as a stand-in the posterior variance of each of
     its two metrics over a reference set of ``n`` points per level combination."""
-    base = common.reference_universes(space, n, seed)
-    return [common.DesignTarget(claim["name"], m, base, integrated=True) for m in metrics(claim)]
+    base = context.reference_universes(space, n, seed)
+    return [context.DesignTarget(claim["name"], m, base, integrated=True) for m in SPEC.metrics(claim)]
 
 
-def analyse(claim: Mapping[str, Any], ctx, i: int, influence) -> ClaimResult:
-    from multiverse.gp import MIN_FIT, RankWarp  # on use: claim types load when the Snakefile is parsed
+def analyse(claim: Claim, ctx, i: int, influence) -> ClaimResult:
     s_gp, s_obs = derive_seed(ctx.seed, 100 + i), derive_seed(ctx.seed, 200 + i)
     x, y = ctx.values(claim["x"]), ctx.values(claim["y"])
     obs = observed_answer(ctx.space, ctx.universes, x, y, claim, ctx.bootstrap, s_obs)
-    base, share = ctx.converging(metrics(claim), ctx.space.sobol(ctx.reference, derive_seed(ctx.seed, 1)))
+    base, share = ctx.converging(SPEC.metrics(claim), ctx.space.sobol(ctx.reference, derive_seed(ctx.seed, 1)))
     design = design_answer(claim, ctx)
     figures = diagnostics = joint = None
     finite = np.isfinite(x) & np.isfinite(y)
@@ -307,23 +277,23 @@ def analyse(claim: Mapping[str, Any], ctx, i: int, influence) -> ClaimResult:
         f = joint.sample(base, 64, derive_seed(s_gp, 99))
         figures = {"x": np.median(f[..., 0], 0).tolist(), "y": np.median(f[..., 1], 0).tolist()}
         # the verdict rests on this model, so its LOO flags a poor fit (not the single-output GPs')
-        diagnostics = joint.diagnostics(metrics(claim))
-    return common.result(claim, NAME, statement(claim), [common.reading(gp, obs, design, claim["relation"])],
-                         read_where=common.where_read(share), converged_share=share, figures=figures,
+        diagnostics = joint.diagnostics(SPEC.metrics(claim))
+    return common.result(claim, SPEC.name, SPEC.statement(claim), [verdict.reading(gp, obs, design, claim["relation"])],
+                         read_where=context.where_read(share), converged_share=share, figures=figures,
                          diagnostics=diagnostics, model=joint)
 
 
-def relevance(space, claim: Mapping[str, Any], universes: Sequence[Mapping[str, Any]]):
-    """Every universe weighs in a tau (:func:`multiverse.design.claim_relevance`)."""
+def relevance(space, claim: Claim, universes: Sequence[Mapping[str, Any]]):
+    """Every universe weighs in a tau (:func:`multiverse.design_gp.claim_relevance`)."""
     return np.ones(len(universes))
 
 
 def table_cells(gp: Mapping[str, Any], observed: Mapping[str, Any]) -> tuple[str, str]:
     """Its cells of the summary table: the GP's tau with its granulated tau (and the
     dimensions it leaves out), the observed tau with the matched universes' granulated one."""
-    gp_est, obs_est = common.estimate(gp), common.estimate(observed)
+    gp_est, obs_est = verdict.estimate(gp), verdict.estimate(observed)
     if "granulated" in gp:
-        gp_est += f"; granulated {common.estimate(gp['granulated'])}"
+        gp_est += f"; granulated {verdict.estimate(gp['granulated'])}"
     if gp.get("granulated_excluded"):
         gp_est += " (left out: " + ", ".join(f"{d}: {why}" for d, why in gp["granulated_excluded"].items()) + ")"
     if np.isfinite(observed.get("granulated_matched", np.nan)):
@@ -333,12 +303,10 @@ def table_cells(gp: Mapping[str, Any], observed: Mapping[str, Any]) -> tuple[str
     return gp_est, obs_est
 
 
-def grid_statistic(claim: Mapping[str, Any], space, axes: Mapping[str, Sequence[Any]],
+def grid_statistic(claim: Claim, space, axes: Mapping[str, Sequence[Any]],
                    values: Mapping[str, Any], budgets: Sequence[int] = ()) -> float:
     """Its statistic over a whole full-factorial grid (the calibration benchmark's truth):
     Kendall's tau over every cell where both metrics are finite."""
-    from scipy.stats import kendalltau  # scipy: claim types load when the Snakefile is parsed
-
     x, y = np.ravel(values[claim["x"]]), np.ravel(values[claim["y"]])
     ok = np.isfinite(x) & np.isfinite(y)
     return float(kendalltau(x[ok], y[ok]).statistic)
@@ -347,7 +315,9 @@ def grid_statistic(claim: Mapping[str, Any], space, axes: Mapping[str, Sequence[
 # --- its figures (drawn by :mod:`multiverse.plots`' helpers) ----------------------
 def figure(c: ClaimResult, space, df, path: str) -> None:
     """The observed universes' scatter of the two metrics beside the GP's (medians at the reference set)."""
-    from multiverse import plots as P  # matplotlib and seaborn: claim types load when the Snakefile is parsed
+    from multiverse import (
+        plots as P,  # matplotlib and seaborn only where a figure is drawn (GP design rounds read claim types)
+    )
 
     P.themed("whitegrid")
     claim = c.claim
@@ -372,7 +342,9 @@ def figure(c: ClaimResult, space, df, path: str) -> None:
 
 def where_figure(c: ClaimResult, space, df, path: str) -> None:
     """Kendall tau along each choice with the others fixed, the granulated mean and the overall tau."""
-    from multiverse import plots as P  # matplotlib and seaborn: claim types load when the Snakefile is parsed
+    from multiverse import (
+        plots as P,  # matplotlib and seaborn only where a figure is drawn (GP design rounds read claim types)
+    )
 
     P.themed("whitegrid")
     per = c.gp.get("granulated_per_dimension", {})

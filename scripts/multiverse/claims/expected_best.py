@@ -37,54 +37,33 @@ from __future__ import annotations
 from functools import partial
 from typing import Any, Mapping, Sequence
 
-from multiverse.claims import common, comparison
+import numpy as np
+from scipy.stats import norm, t
+
+from multiverse import estimators, stats
+from multiverse.claims import common, comparison, context, verdict
 from multiverse.claims.contract import ClaimResult
-from multiverse.errors import ConfigError
-from multiverse.lazy import np
+from multiverse.spec import claims as spec_claims
+from multiverse.spec.records import Claim
+from multiverse.surrogate import per_universe
 
-NAME = "expected_best"
-STATISTIC = "expected-best difference a - b at the least favourable budget"
-DESIGN_READS_ONE_RUN = False
-READS_SENSITIVITY = False
+SPEC = spec_claims.EXPECTED_BEST
 
 
-#: One metric compared between two groups, as in a comparison.
-metrics = comparison.metrics
-
-
-def statement(claim: Mapping[str, Any]) -> str:
-    a, b = common.levels_text(claim["a"]), common.levels_text(claim["b"])
-    return f"expected best {claim['metric']} of {a} {claim['relation']} {b} at every budget >= {claim.get('min_budget', 1)}"
-
-
-def check(claim: Mapping[str, Any], key: str, checks) -> None:
-    comparison.check(claim, key, checks)
-    goal = (checks.metrics.get(claim["metric"]) or {}).get("goal") if isinstance(checks.metrics, Mapping) else None
-    if goal == "minimize":
-        # the estimator is of the expected maximum: for a metric where smaller is better,
-        # the "best" of k universes would be read as their worst
-        raise ConfigError(f"{key}.metric", "a metric whose goal is maximize (expected_best reads the expected "
-                          "maximum of k universes)", claim["metric"])
-    if claim.get("max_budget") and claim["max_budget"] < claim.get("min_budget", 1):
-        raise ConfigError(f"{key}.max_budget", f"at least min_budget ({claim.get('min_budget', 1)})", claim["max_budget"])
-
-
-def budgets(claim: Mapping[str, Any], n_a: int, n_b: int) -> list[int]:
+def budgets(claim: Claim, n_a: int, n_b: int) -> list[int]:
     top = min(n_a, n_b, claim.get("max_budget") or min(n_a, n_b))
     return list(range(claim.get("min_budget", 1), top + 1))
 
 
-def design_target(space, claim: Mapping[str, Any], n: int, seed: int, mean_at) -> list[common.DesignTarget]:
-    """What the claim-targeted design reduces (:class:`.common.DesignTarget`): the
+def design_target(space, claim: Claim, n: int, seed: int, mean_at) -> list[context.DesignTarget]:
+    """What the claim-targeted design reduces (:class:`.context.DesignTarget`): the
     difference at the least favourable budget, linearised where the GP's posterior mean
     ``mean_at(metric, points)`` puts it: with each group's points in the order of their
     mean, the estimator is a weighted sum of the sorted values
     (:func:`multiverse.stats.mean_max_weights`), and the budget is the one whose
     difference of means is least favourable to the claim. Over :func:`comparison.comparison_universes`
     of a reference set of ``n`` points per level combination."""
-    from multiverse import stats  # on use: claim types load when the Snakefile is parsed
-
-    base = common.reference_universes(space, n, seed, fix=claim["dimension"])
+    base = context.reference_universes(space, n, seed, fix=claim["dimension"])
     points = comparison.comparison_universes(claim, base)
     mu = np.asarray(mean_at(claim["metric"], points), dtype=float)
     n_a = len(claim["a"]) * len(base)
@@ -99,8 +78,8 @@ def design_target(space, claim: Mapping[str, Any], n: int, seed: int, mean_at) -
             w[idx[np.argsort(mu[idx], kind="stable")]] = sign * stats.mean_max_weights(len(idx), k)
         weights.append(w)
     worst = int(np.argmin(stats.SIGN[claim["relation"]] * (np.array(weights) @ mu)))
-    return [common.DesignTarget(claim["name"], claim["metric"], points, weights[worst], relation=claim["relation"],
-                                margin=common.margin(claim))]
+    return [context.DesignTarget(claim["name"], claim["metric"], points, weights[worst], relation=claim["relation"],
+                                margin=spec_claims.margin(claim))]
 
 
 def observed_budgets(ks: Sequence[int], n: int) -> list[int]:
@@ -120,8 +99,6 @@ def expanded_hull(point, boot, n: int, level: float = 0.95):
     interval's upper tail is too short) and is skewed (the reflected, basic interval's
     lower one is): taking the longer tail on both sides covers either way.
     A pure statistic kept here because only this claim type uses it."""
-    from scipy.stats import norm, t  # on use: claim types load when the Snakefile is parsed
-
     point, boot = np.asarray(point, dtype=float), np.asarray(boot, dtype=float)
     a = norm.sf(np.sqrt(n / (n - 1)) * t.ppf(1 - (1 - level) / 2, n - 1)) if n > 1 else 0.0
     lo, hi = np.quantile(boot, [a, 1 - a], axis=0)
@@ -143,20 +120,18 @@ def calibrated_replicates(point, boot, n: int):
     return point + dev * scale
 
 
-def summarise_budgets(diff, claim: Mapping[str, Any], ks: Sequence[int]) -> dict[str, Any]:
+def summarise_budgets(diff, claim: Claim, ks: Sequence[int]) -> dict[str, Any]:
     """Summary of ``samples x budgets`` differences: the claim holds in a sample when the
     difference satisfies it at every budget; the effect is the difference at the
     budget least favourable to the claim. The interval's end on the claim's side reaches
     at least the nearest of the budgets' own (the least favourable budget's effect is no
     larger than any budget's, and the per-sample minimum of near-tied budgets is biased
     against the claim)."""
-    from multiverse import stats  # on use: claim types load when the Snakefile is parsed
-
     rel = claim["relation"]
     sign = stats.SIGN[rel]
     diff = np.asarray(diff, dtype=float)
     worst = np.take_along_axis(diff, np.argmin(sign * diff, axis=1)[:, None], 1)[:, 0]
-    out = {**stats.summarise(worst, rel, common.margin(claim)), "budgets": list(ks)}
+    out = {**stats.summarise(worst, rel, spec_claims.margin(claim)), "budgets": list(ks)}
     if np.isfinite(out["effect"]):
         far = sign * float(np.min(stats.interval(sign * diff, axis=0)[1]))
         if sign > 0:
@@ -166,7 +141,7 @@ def summarise_budgets(diff, claim: Mapping[str, Any], ks: Sequence[int]) -> dict
     return out
 
 
-def groups_of(values, groups: Sequence[Any], claim: Mapping[str, Any]):
+def groups_of(values, groups: Sequence[Any], claim: Claim):
     values = np.asarray(values, dtype=float)
     groups = np.asarray(groups, dtype=object)
     ok = np.isfinite(values)
@@ -184,15 +159,13 @@ def observed_curve(point, boot, n: int, read: int, bounds: tuple = (None, None))
     return {"mean": point.tolist(), "lo": lo.tolist(), "hi": hi.tolist(), "point": point.tolist()}
 
 
-def observed_answer(values, groups: Sequence[Any], claim: Mapping[str, Any], n_boot: int, seed: int,
+def observed_answer(values, groups: Sequence[Any], claim: Claim, n_boot: int, seed: int,
                     bounds: tuple = (None, None)) -> dict[str, Any]:
     """Expected-best curves of groups ``a`` and ``b`` from the observed universes, with a
     stratified bootstrap over universes; the verdict and effect at ``budgets_observed``
     only (:func:`observed_budgets`), by the :func:`calibrated_replicates` of the
     difference. ``budgets`` (every budget of the claim) is what the GP side reads;
     ``bounds``: the metric's declared range."""
-    from multiverse import stats  # on use: claim types load when the Snakefile is parsed
-
     a, b = groups_of(values, groups, claim)
     ks = budgets(claim, len(a), len(b))
     if not ks or len(a) < 2 or len(b) < 2:
@@ -213,7 +186,7 @@ def observed_answer(values, groups: Sequence[Any], claim: Mapping[str, Any], n_b
     return {**out, "budgets": ks, "budgets_observed": read, **curves}
 
 
-def gp_answer(sur, space, claim: Mapping[str, Any], base: Sequence[Mapping[str, Any]], n_samples: int, seed: int,
+def gp_answer(sur, space, claim: Claim, base: Sequence[Mapping[str, Any]], n_samples: int, seed: int,
               ks: Sequence[int], noise: float = 1.0) -> dict[str, Any]:
     """Expected-best curves of the surrogate: for each posterior sample plus observation
     noise (``noise`` times one seed's), the expected best of ``k`` universes drawn at
@@ -225,8 +198,6 @@ def gp_answer(sur, space, claim: Mapping[str, Any], base: Sequence[Mapping[str, 
     is about the whole set's own sampling error, as the comparison's integral carries it
     (:func:`multiverse.stats.reference_mean`); MeanMax of a subset drawn without
     replacement is unbiased for the whole set's."""
-    from multiverse import stats  # on use: claim types load when the Snakefile is parsed
-
     if not ks:
         return stats.too_few(budgets=[])
     na, nb, m = len(claim["a"]), len(claim["b"]), len(base)
@@ -248,14 +219,12 @@ def gp_answer(sur, space, claim: Mapping[str, Any], base: Sequence[Mapping[str, 
 CDF_GRID = 256
 
 
-def design_components(claim: Mapping[str, Any], drawn, ks: Sequence[int], bounds: tuple = (None, None)):
+def design_components(claim: Claim, drawn, ks: Sequence[int], bounds: tuple = (None, None)):
     """Each group's distribution of the metric over the multiverse as a CDF at a grid of
     thresholds (the drawn universes' values, and quantiles of every prediction), as
     means of ``1{y <= v}`` over the universes where the metric is defined; the statistic
     is the expected-best difference at the least favourable budget
-    (:func:`multiverse.design_based.expected_max` of each group's CDF)."""
-    from multiverse import design_based as DB  # on use: claim types load when the Snakefile is parsed
-
+    (:func:`multiverse.estimators.expected_max` of each group's CDF)."""
     metric, dim, a, b = claim["metric"], claim["dimension"], list(claim["a"]), list(claim["b"])
     own, ref = drawn.predictions(metric)[:2]
     obs = drawn.observed(metric)
@@ -275,7 +244,6 @@ def design_components(claim: Mapping[str, Any], drawn, ks: Sequence[int], bounds
             out += [below * g[:, None], (ok & g)[:, None]]
         return np.concatenate(out, 1).astype(float)
 
-    from multiverse import stats  # on use: claim types load when the Snakefile is parsed
 
     s = stats.SIGN[claim["relation"]]
 
@@ -283,31 +251,27 @@ def design_components(claim: Mapping[str, Any], drawn, ks: Sequence[int], bounds
         with np.errstate(invalid="ignore", divide="ignore"):
             Fa = m[..., :L] / m[..., L:L + 1]
             Fb = m[..., L + 1:2 * L + 1] / m[..., 2 * L + 1:2 * L + 2]
-        diff = DB.expected_max(Fa, grid, ks) - DB.expected_max(Fb, grid, ks)
+        diff = estimators.expected_max(Fa, grid, ks) - estimators.expected_max(Fb, grid, ks)
         worst = np.argmin(s * np.where(np.isfinite(diff), diff, np.inf), axis=-1)
         return np.take_along_axis(diff, worst[..., None], -1)[..., 0]
 
     return h, phi
 
 
-def design_answer(claim: Mapping[str, Any], ctx, ks: Sequence[int], bounds: tuple = (None, None)) -> dict[str, Any]:
+def design_answer(claim: Claim, ctx, ks: Sequence[int], bounds: tuple = (None, None)) -> dict[str, Any]:
     """The design-based answer: the expected-best difference at the least favourable
     budget, each group's expected best read off its design-based CDF of the metric over
-    the multiverse (:mod:`multiverse.design_based`)."""
-    from multiverse import stats  # on use: claim types load when the Snakefile is parsed
-
+    the multiverse (:mod:`multiverse.estimators`)."""
     if not ks:
         return stats.too_few(budgets=[])
     drawn = ctx.drawn()
     if len(drawn.sample) < 6:
         return stats.too_few(n=len(drawn.sample), note=drawn.sample.note)
     return common.design_based(ctx, [claim["metric"]], design_components(claim, drawn, ks, bounds),
-                               claim["relation"], common.margin(claim), budgets=list(ks))
+                               claim["relation"], spec_claims.margin(claim), budgets=list(ks))
 
 
-def analyse(claim: Mapping[str, Any], ctx, i: int, influence) -> ClaimResult:
-    from multiverse.surrogate import per_universe  # on use: claim types load when the Snakefile is parsed
-
+def analyse(claim: Claim, ctx, i: int, influence) -> ClaimResult:
     bounds = ctx.declaration(claim["metric"])["range"]
     s_gp, y, sur, base, out = comparison.prepare(claim, ctx, i, partial(observed_answer, bounds=bounds))
     design = design_answer(claim, ctx, out["observed"]["budgets"], bounds)
@@ -318,20 +282,18 @@ def analyse(claim: Mapping[str, Any], ctx, i: int, influence) -> ClaimResult:
         per = float(np.mean(seeds[seeds > 0])) if (seeds > 0).any() else 1.0
         gp = gp_answer(sur, ctx.space, claim, base, ctx.samples, s_gp, out["observed"]["budgets"],
                        noise=1 / np.sqrt(per))
-    first = common.reading(gp, out["observed"], design, claim["relation"])
-    return common.result(claim, NAME, statement(claim), [first], read_where=out["read_where"],
+    first = verdict.reading(gp, out["observed"], design, claim["relation"])
+    return common.result(claim, SPEC.name, SPEC.statement(claim), [first], read_where=out["read_where"],
                          converged_share=out["converged_share"])
 relevance = common.group_relevance
-table_cells = common.estimate_cells
+table_cells = verdict.estimate_cells
 
 
-def grid_statistic(claim: Mapping[str, Any], space, axes: Mapping[str, Sequence[Any]],
+def grid_statistic(claim: Claim, space, axes: Mapping[str, Sequence[Any]],
                    values: Mapping[str, Any], budgets: Sequence[int] = ()) -> float:
     """Its statistic over a whole full-factorial grid (the calibration benchmark's truth),
     from ``values`` (``{metric: axes x seeds}`` single-seed outcomes): the difference of
     the groups' expected best at the budget (of ``budgets``) least favourable to the claim."""
-    from multiverse import stats  # on use: claim types load when the Snakefile is parsed
-
     v = np.moveaxis(values[claim["metric"]], list(axes).index(claim["dimension"]), 0)
     levels = list(axes[claim["dimension"]])
     group = lambda side: np.concatenate([v[levels.index(lv)].ravel() for lv in claim[side]])  # noqa: E731
@@ -342,7 +304,9 @@ def grid_statistic(claim: Mapping[str, Any], space, axes: Mapping[str, Sequence[
 # --- its figures (drawn by :mod:`multiverse.plots`' helpers) ----------------------
 def figure(c: ClaimResult, space, df, path: str) -> None:
     """Each group's expected best against the budget: GP band and observed MeanMax."""
-    from multiverse import plots as P  # matplotlib and seaborn: claim types load when the Snakefile is parsed
+    from multiverse import (
+        plots as P,  # matplotlib and seaborn only where a figure is drawn (GP design rounds read claim types)
+    )
 
     P.themed("whitegrid")
     claim = c.claim
@@ -365,7 +329,9 @@ def figure(c: ClaimResult, space, df, path: str) -> None:
 
 def where_figure(c: ClaimResult, space, df, path: str) -> None:
     """The expected-best difference a - b against the budget, GP and observed."""
-    from multiverse import plots as P  # matplotlib and seaborn: claim types load when the Snakefile is parsed
+    from multiverse import (
+        plots as P,  # matplotlib and seaborn only where a figure is drawn (GP design rounds read claim types)
+    )
 
     P.themed("whitegrid")
     ks = np.asarray(c.observed["budgets"])

@@ -13,44 +13,20 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from multiverse.claims import common
-from multiverse.claims.contract import ClaimResult
-from multiverse.errors import ConfigError
-from multiverse.ids import derive_seed
-from multiverse.lazy import np
+import numpy as np
 
-NAME = "trend"
-STATISTIC = "slope: change across the dimension's range"
-DESIGN_READS_ONE_RUN = False
-READS_SENSITIVITY = False
+from multiverse import estimators, stats
+from multiverse.claims import common, context, regions, verdict
+from multiverse.claims.contract import ClaimResult
+from multiverse.gp import dimension_grid
+from multiverse.ids import derive_seed
+from multiverse.spec import claims as spec_claims
+from multiverse.spec.records import Claim
+
+SPEC = spec_claims.TREND
 #: Positions (in the unit range) of a numeric ``given`` dimension at which a trend is
 #: also measured, and the observed universes' bins around them (thirds of the range).
 GIVEN_POSITIONS = (1 / 6, 1 / 2, 5 / 6)
-
-
-def metrics(claim: Mapping[str, Any]) -> list[str]:
-    return [claim["metric"]]
-
-
-def statement(claim: Mapping[str, Any]) -> str:
-    return f"{claim['metric']} is {claim['direction']} in {claim['dimension']}"
-
-
-def check(claim: Mapping[str, Any], key: str, checks) -> None:
-    checks.metric(claim["metric"], f"{key}.metric")
-    dim = claim["dimension"]
-    checks.dimension(dim, f"{key}.dimension", categorical=False)
-    for j, g in enumerate(claim.get("given", [])):
-        checks.dimension(g, f"{key}.given[{j}]", categorical=None)
-        if g == dim:
-            raise ConfigError(f"{key}.given[{j}]", f"a dimension other than '{dim}'", g)
-    if claim.get("scaled"):
-        s = claim["scaled"]["dimension"]
-        checks.dimension(s, f"{key}.scaled.dimension", categorical=False)
-        space = checks.space
-        if s == dim or not (space[s].get("log") and space[dim].get("log")):
-            raise ConfigError(f"{key}.scaled.dimension", f"a log-scaled numeric dimension other than '{dim}' "
-                              f"(and '{dim}' log-scaled too)", s)
 
 
 def positions(space, name: str, values: Sequence[Any]):
@@ -58,7 +34,7 @@ def positions(space, name: str, values: Sequence[Any]):
     return space[name].to_unit(values)
 
 
-def conditions(space, claim: Mapping[str, Any]) -> list[dict[str, Any]]:
+def conditions(space, claim: Claim) -> list[dict[str, Any]]:
     """The trend's variants: marginal, at fixed values of each ``given`` dimension, and
     along the ``scaled`` path. Each has a label, ``fixed`` ({dim: value} for the GP
     and a predicate for the observed universes) and ``scaled``."""
@@ -86,7 +62,7 @@ def conditions(space, claim: Mapping[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
-def scaled_coordinate(space, claim: Mapping[str, Any], universes: Sequence[Mapping[str, Any]]):
+def scaled_coordinate(space, claim: Claim, universes: Sequence[Mapping[str, Any]]):
     """The coupled dimension's value at the trend dimension's ``low`` end, as a position
     in its range: ``log(lr) - power * (log(batch) - log(batch_low))`` for a log-scaled lr."""
     s = claim["scaled"]
@@ -96,13 +72,11 @@ def scaled_coordinate(space, claim: Mapping[str, Any], universes: Sequence[Mappi
     return (z - np.log10(c.low)) / (np.log10(c.high) - np.log10(c.low))
 
 
-def trend_grid(space, claim: Mapping[str, Any]) -> list:
-    from multiverse.gp import dimension_grid  # on use: claim types load when the Snakefile is parsed
-
+def trend_grid(space, claim: Claim) -> list:
     return dimension_grid(space, claim["dimension"], common.TREND_GRID)
 
 
-def trend_universes(space, claim: Mapping[str, Any], base: Sequence[Mapping[str, Any]], condition) -> tuple[list, Any, list]:
+def trend_universes(space, claim: Claim, base: Sequence[Mapping[str, Any]], condition) -> tuple[list, Any, list]:
     """``grid x base`` universes for a trend: the claim's dimension on its grid, the
     condition's fixed values, and on a scaled path the coupled dimension moving with it.
     Base points whose scaled path leaves the coupled dimension's range are dropped.
@@ -127,24 +101,22 @@ def trend_universes(space, claim: Mapping[str, Any], base: Sequence[Mapping[str,
     return grid, t, base
 
 
-def design_target(space, claim: Mapping[str, Any], n: int, seed: int, mean_at) -> list[common.DesignTarget]:
-    """What the claim-targeted design reduces (:class:`.common.DesignTarget`): the
+def design_target(space, claim: Claim, n: int, seed: int, mean_at) -> list[context.DesignTarget]:
+    """What the claim-targeted design reduces (:class:`.context.DesignTarget`): the
     marginal trend's slope, a weighted sum of the metric on :func:`trend_universes` of a
     reference set of ``n`` points shared out over the level combinations, and each
     reference point's own slope."""
-    from multiverse import stats  # on use: claim types load when the Snakefile is parsed
-
-    grid, t, kept = trend_universes(space, claim, common.reference_universes(space, n, seed, per_level=True),
+    grid, t, kept = trend_universes(space, claim, context.reference_universes(space, n, seed, per_level=True),
                                     conditions(space, claim)[0])
     if len(kept) < 2:
         return []
     eye = np.eye(len(grid)).reshape(len(grid), len(t), len(kept))
     local = stats.slope(t, eye, axis=1)  # linear: row i is point i's weights
-    return [common.DesignTarget(claim["name"], claim["metric"], grid, local.mean(1), local, common.relation(claim),
-                                common.margin(claim))]
+    return [context.DesignTarget(claim["name"], claim["metric"], grid, local.mean(1), local, spec_claims.relation(claim),
+                                spec_claims.margin(claim))]
 
 
-def gp_family(sur, space, claim: Mapping[str, Any], base: Sequence[Mapping[str, Any]], conds: Sequence[Mapping],
+def gp_family(sur, space, claim: Claim, base: Sequence[Mapping[str, Any]], conds: Sequence[Mapping],
               n_samples: int, seed: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Each condition's answer from sampled partial-dependence curves of the GP, all
     from one set of joint posterior samples; and the family's P(holds at every
@@ -153,9 +125,7 @@ def gp_family(sur, space, claim: Mapping[str, Any], base: Sequence[Mapping[str, 
     A condition's effect is the slope of its partial dependence (the mean over
     ``base``), its share that of base points whose own curve has the claimed slope.
     """
-    from multiverse import stats  # on use: claim types load when the Snakefile is parsed
-
-    rel, m = common.relation(claim), common.margin(claim)
+    rel, m = spec_claims.relation(claim), spec_claims.margin(claim)
     parts = [trend_universes(space, claim, base, c) for c in conds]
     points = [p for grid, _, kept in parts if len(kept) >= 2 for p in grid]
     f = sur.sample(points, n_samples, seed) if points else np.zeros((n_samples, 0))
@@ -168,11 +138,11 @@ def gp_family(sur, space, claim: Mapping[str, Any], base: Sequence[Mapping[str, 
         start += len(grid)
         local = stats.slope(t, fc, axis=1)  # samples x base
         slopes.append(stats.reference_mean(local, seed + len(slopes)))
-        out = common.with_fraction(stats.summarise(slopes[-1], rel, m), local, claim)
+        out = regions.with_fraction(stats.summarise(slopes[-1], rel, m), local, claim)
         out["n_reference"] = len(kept)
         out["curve"] = {"values": [float(u[claim["dimension"]]) for u in grid[:: len(kept)]], **stats.band(fc.mean(2))}
         if cond["label"] == "marginal":
-            out["regions"] = common.describe_regions(space, kept, common.local_summary(local, claim)["labels"],
+            out["regions"] = regions.describe_regions(space, kept, regions.local_summary(local, claim)["labels"],
                                                      exclude={claim["dimension"]})
         answers.append(out)
     family = {"conditions": len(slopes), "p_all": float("nan")}
@@ -181,20 +151,18 @@ def gp_family(sur, space, claim: Mapping[str, Any], base: Sequence[Mapping[str, 
     return answers, family
 
 
-def gp_answer(sur, space, claim: Mapping[str, Any], base: Sequence[Mapping[str, Any]], n_samples: int, seed: int,
+def gp_answer(sur, space, claim: Claim, base: Sequence[Mapping[str, Any]], n_samples: int, seed: int,
               condition: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """One condition's answer (the marginal trend by default)."""
     return gp_family(sur, space, claim, base, [condition or conditions(space, claim)[0]], n_samples, seed)[0][0]
 
 
-def observed_answer(space, universes: Sequence[Mapping[str, Any]], values, claim: Mapping[str, Any],
+def observed_answer(space, universes: Sequence[Mapping[str, Any]], values, claim: Claim,
                     n_boot: int, seed: int, condition: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Model-free trend: the least-squares slope of the metric on the dimension's
     position, bootstrapped over universes. On a scaled path the regression also has
     the coupled dimension's scaled coordinate (so the slope is taken along the path);
     with a fixed value, only universes in its third of the range (or of its level) count."""
-    from multiverse import stats  # on use: claim types load when the Snakefile is parsed
-
     condition = condition or conditions(space, claim)[0]
     values = np.asarray(values, dtype=float)
     keep = np.isfinite(values) & np.array([space[claim["dimension"]].is_active(u) for u in universes], dtype=bool)
@@ -213,17 +181,15 @@ def observed_answer(space, universes: Sequence[Mapping[str, Any]], values, claim
     rows = np.column_stack([y, X])
     boot = stats.bootstrap(lambda r: stats.regression_coefficients(r[..., 1:], r[..., 0])[..., 1], [rows], n_boot, seed)
     point = stats.regression_coefficients(X, y)[1]
-    return {**stats.summarise(boot, common.relation(claim), common.margin(claim)), "effect": float(point), "n": int(len(y))}
+    return {**stats.summarise(boot, spec_claims.relation(claim), spec_claims.margin(claim)), "effect": float(point), "n": int(len(y))}
 
 
-def design_components(space, claim: Mapping[str, Any], condition: Mapping[str, Any]):
+def design_components(space, claim: Claim, condition: Mapping[str, Any]):
     """A condition's least-squares slope of the metric on the dimension's position over
     the multiverse, as moments of the universes where the metric is defined and the
     dimension active (within the condition's level or third of a ``given`` range; on a
     scaled path with the coupled dimension's scaled coordinate as a second regressor):
-    the components and the statistic (:func:`multiverse.design_based.ols_slope`)."""
-    from multiverse import design_based as DB  # on use: claim types load when the Snakefile is parsed
-
+    the components and the statistic (:func:`multiverse.estimators.ols_slope`)."""
     name, metric = claim["dimension"], claim["metric"]
     p = 3 if condition["scaled"] else 2
 
@@ -241,50 +207,49 @@ def design_components(space, claim: Mapping[str, Any], condition: Mapping[str, A
             if ok.any():
                 s[ok] = scaled_coordinate(space, claim, [u for u, k in zip(universes, ok) if k])
             cols.append(s)
-        return DB.ols_components(np.column_stack(cols), y, ok)
+        return estimators.ols_components(np.column_stack(cols), y, ok)
 
-    return h, DB.ols_slope(p)
+    return h, estimators.ols_slope(p)
 
 
-def design_answer(space, claim: Mapping[str, Any], ctx, condition: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def design_answer(space, claim: Claim, ctx, condition: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The design-based answer of one condition (the marginal trend by default)."""
     condition = condition or conditions(space, claim)[0]
     return common.design_based(ctx, [claim["metric"]], design_components(space, claim, condition),
-                               common.relation(claim), common.margin(claim))
+                               spec_claims.relation(claim), spec_claims.margin(claim))
 
 
-def holds_map(sur, space, claim: Mapping[str, Any], base: Sequence[Mapping[str, Any]], influence, seed: int,
+def holds_map(sur, space, claim: Claim, base: Sequence[Mapping[str, Any]], influence, seed: int,
               n_base: int = 8, n_samples: int = 128) -> dict[str, Any]:
     """Local P(holds) of the marginal trend over a grid of the two most influential other
     numeric dimensions (the rest averaged over ``n_base`` reference points where the
     trend's dimension is active)."""
-    dims = common.map_dimensions(space, influence, exclude=[claim["dimension"]])
+    dims = regions.map_dimensions(space, influence, exclude=[claim["dimension"]])
     if not dims:
         return {"message": f"No numeric choice besides {claim['dimension']} to map the claim over"}
     sub = [u for u in base if space[claim["dimension"]].is_active(u)][:n_base]
     if not sub:
         return {"message": f"No reference universe where {claim['dimension']} is active"}
-    gx, gy, cells = common.map_cells(space, dims)
+    gx, gy, cells = regions.map_cells(space, dims)
     marginal = conditions(space, claim)[0]
     pts = [p for cell in cells for p in trend_universes(space, claim, [{**u, **cell} for u in sub], marginal)[0]]
     t = positions(space, claim["dimension"], trend_grid(space, claim))
     f = sur.sample(pts, n_samples, seed, batch=len(cells)).reshape(n_samples, len(cells), len(t), -1)
-    from multiverse import stats  # on use: claim types load when the Snakefile is parsed
 
     local = stats.slope(t, f, axis=2).mean(-1)
-    s = common.local_summary(local, claim)
+    s = regions.local_summary(local, claim)
     return {"dims": dims, "x": gx, "y": gy, "p_holds": s["p_holds"].tolist(),
             "p_equivalent": None if s["p_equivalent"] is None else s["p_equivalent"].tolist()}
 
 
-def reference(ctx, claim: Mapping[str, Any]) -> tuple[list[dict], float]:
+def reference(ctx, claim: Claim) -> tuple[list[dict], float]:
     """The reference universes a trend is read over (those converging all along its
     grid, for a metric declared ``converged_only``) and their share of the multiverse."""
     return ctx.converging([claim["metric"]], ctx.reference_set(per_level=True),
                           [{claim["dimension"]: v} for v in trend_grid(ctx.space, claim)])
 
 
-def analyse(claim: Mapping[str, Any], ctx, i: int, influence) -> ClaimResult:
+def analyse(claim: Claim, ctx, i: int, influence) -> ClaimResult:
     s_gp, s_obs = derive_seed(ctx.seed, 100 + i), derive_seed(ctx.seed, 200 + i)
     metric, space = claim["metric"], ctx.space
     y = ctx.values(metric)
@@ -299,31 +264,29 @@ def analyse(claim: Mapping[str, Any], ctx, i: int, influence) -> ClaimResult:
     for j, (cond, g) in enumerate(zip(conds, gps)):
         o = observed_answer(space, ctx.universes, y, claim, ctx.bootstrap, derive_seed(s_obs, j), cond)
         d = design_answer(space, claim, ctx, cond)
-        readings.append(common.reading(g, o, d, common.relation(claim), cond["label"]))
+        readings.append(verdict.reading(g, o, d, spec_claims.relation(claim), cond["label"]))
     figures = None
     if sur is not None:
         figures = {"where": holds_map(sur, space, claim, base, influence, derive_seed(s_gp, 99))}
-    return common.result(claim, NAME, statement(claim), readings, family=family, read_where=common.where_read(share),
+    return common.result(claim, SPEC.name, SPEC.statement(claim), readings, family=family, read_where=context.where_read(share),
                          converged_share=share, figures=figures)
 
 
-def relevance(space, claim: Mapping[str, Any], universes: Sequence[Mapping[str, Any]]):
+def relevance(space, claim: Claim, universes: Sequence[Mapping[str, Any]]):
     """How much each universe's residual weighs in a slope, up to a constant
-    (:func:`multiverse.design.claim_relevance`): its distance from the middle of the
+    (:func:`multiverse.design_gp.claim_relevance`): its distance from the middle of the
     dimension (0 where the dimension is inactive)."""
     d = space[claim["dimension"]]
     return np.array([abs(float(d.to_unit([u[d.name]])[0]) - 0.5) * 2 if d.is_active(u) else 0.0 for u in universes])
 
 
-table_cells = common.estimate_cells
+table_cells = verdict.estimate_cells
 
 
-def grid_local_effects(claim: Mapping[str, Any], space, axes: Mapping[str, Sequence[Any]], values):
+def grid_local_effects(claim: Claim, space, axes: Mapping[str, Sequence[Any]], values):
     """The local slope at every cell of the other dimensions of a full-factorial grid
     (``axes``: each dimension's values, in the space's order; ``values``: one array over
     them): least squares along the dimension's positions on the unit scale."""
-    from multiverse import stats  # on use: claim types load when the Snakefile is parsed
-
     v = np.moveaxis(values, list(axes).index(claim["dimension"]), -1)
     t = np.asarray(space[claim["dimension"]].to_unit(axes[claim["dimension"]]), dtype=float)
     return stats.slope(t, v)
@@ -335,7 +298,9 @@ grid_statistic = common.mean_grid_statistic(grid_local_effects)
 # --- its figures (drawn by :mod:`multiverse.plots`' helpers) ----------------------
 def figure(c: ClaimResult, space, df, path: str) -> None:
     """The trend's partial dependence at each of its conditions."""
-    from multiverse import plots as P  # matplotlib and seaborn: claim types load when the Snakefile is parsed
+    from multiverse import (
+        plots as P,  # matplotlib and seaborn only where a figure is drawn (GP design rounds read claim types)
+    )
 
     P.themed("whitegrid")
     claim = c.claim
@@ -365,10 +330,4 @@ def figure(c: ClaimResult, space, df, path: str) -> None:
     P.save(fig, path)
 
 
-def where_figure(c: ClaimResult, space, df, path: str) -> None:
-    """Where the trend holds: a map of the local posterior probability that it holds
-    (:func:`multiverse.plots.holds_map`)."""
-    from multiverse import plots as P  # matplotlib and seaborn: claim types load when the Snakefile is parsed
-
-    P.themed("white")
-    P.holds_map(c, space, df, path)
+where_figure = common.holds_where_figure
