@@ -40,14 +40,17 @@ import shlex
 import subprocess
 import sys
 import time
+from functools import partial
 from pathlib import Path
 from string import Formatter
 from typing import Any, Callable, Mapping, Sequence
 
+from multiverse import shard
 from multiverse.errors import Preempted, UniverseDied, UniverseError  # noqa: F401  (UniverseError re-exported)
-from multiverse.failures import ATTEMPTS, TAIL_LINES, Attempts, die_with_parent, exit_words, stop_requested, with_output
+from multiverse.failures import ATTEMPTS, TAIL_LINES, die_with_parent, exit_words, stop_requested, with_output
 from multiverse.runtime import (
-    DeviceUnavailable, atomic_write, resolve_device, take_gpu_share, universe_fields, versions, write_json)
+    atomic_write, resolve_device, take_gpu_share, universe_fields, versions, write_json)
+from multiverse.shard import lane_slots, train_slots
 
 
 def load(spec: str, pythonpath: Sequence[str] = (), base: str | Path = ".") -> Callable:
@@ -338,6 +341,10 @@ def prepare_user_data(spec: str, pythonpath: Sequence[str], seed: int, path: str
 #: that a rerun of a killed job keeps it (:func:`train_user_shard`). Snakemake deletes a
 #: failed job's declared outputs; this file is not one.
 KEPT_RECORD = "multiverse_record.json"
+#: ``clear_runs(record_paths)``: a finished shard's kept records and attempts files
+#: (:func:`multiverse.shard.clear_runs`), its declared records being what counts now;
+#: the user's own files in ``run/``, and the folder itself, stay.
+clear_runs = partial(shard.clear_runs, names=(KEPT_RECORD, ATTEMPTS), own_folder=False)
 
 
 def read_kept(path: Path, key: Mapping[str, Any], declared: Mapping[str, Any], log: logging.Logger
@@ -379,45 +386,30 @@ def train_user_shard(universes: Sequence[Mapping[str, Any]], training: Mapping[s
     """
     device = resolve_device(training.get("device", "cpu"), log)  # no GPU where one is asked for: stop before any universe
 
-    universes = sorted(universes, key=lambda u: u["slot"])
-    if [u["slot"] for u in universes] != list(range(len(record_paths))):
-        raise ValueError(f"shard holds slots {[u['slot'] for u in universes]}, expected {len(record_paths)}")
-    universes, record_paths = (list(x)[lane[0]::lane[1]] for x in (universes, record_paths))
+    universes, record_paths = lane_slots(universes, lane, record_paths)
     fn = load(training["entrypoint"], training.get("pythonpath", [])) if training.get("entrypoint") else None
     data = read_prepared(data_path) if fn is not None else None
     if fn is not None:  # in this process: cap its CUDA memory to the lane's share
         take_gpu_share(device, log)
     env = versions(["numpy"])
     clock = ShardClock([None] * len(universes), lane)
-    for slot, (u, record_path) in enumerate(zip(universes, record_paths)):
-        run_dir = Path(record_path).parent / "run"
-        # JSON's form (tuples as lists), as the kept file holds it
-        key = json.loads(json.dumps({"universe": universe_fields(u), "declared": declared, "training": {
-            k: training.get(k) for k in ("entrypoint", "command", "pythonpath", "device")}}))
-        kept = read_kept(run_dir / KEPT_RECORD, key, declared, log)
-        if kept is not None:
-            record = kept
-            log.info("%s kept: finished by an earlier run of this shard (%s)", u["id"], run_dir / KEPT_RECORD)
-        else:
-            attempts = Attempts(run_dir, key, u, log)
-            record, attempt = attempts.run(
-                lambda: train_user_universe(u, training, declared, run_dir, data, data_path, log, fn, clock, slot),
-                retries, passthrough=(DeviceUnavailable,))  # the node's fault, not the universe's
-            if record is None:  # every attempt failed, here or in a worker that died or overran
-                record = {**attempts.record(), "metrics": {m: math.nan for m in declared}}
-            record = {**universe_fields(u), **record, "attempts": attempt, "versions": env}
-            write_json(run_dir / KEPT_RECORD, {"key": key, "record": record})
-        clock.finish(slot, record.get("epochs_run") or 0)
-        write_json(record_path, record)
-        log.info("%s %s in %.2fs: %s %s", u["id"], u["params"], record["train_seconds"], record["status"],
-                 f"({record.get('failure')}: {record['error']})" if record.get("error") else record["metrics"])
-    if lane[1] == 1:  # the shard is done (with lanes, once every lane is: scripts/train.py)
-        clear_runs(record_paths)
+    # JSON's form (tuples as lists), as the kept file holds it
+    keys = [json.loads(json.dumps({"universe": universe_fields(u), "declared": declared, "training": {
+        k: training.get(k) for k in ("entrypoint", "command", "pythonpath", "device")}})) for u in universes]
 
+    def read(path: Path, key: Mapping[str, Any]) -> tuple[None, dict[str, Any]] | None:
+        record = read_kept(path, key, declared, log)
+        return None if record is None else (None, record)
 
-def clear_runs(record_paths: Sequence[str]) -> None:
-    """A finished shard's kept records and attempts files, its declared records being
-    what counts now (the user's own files in ``run/`` stay)."""
-    for record_path in record_paths:
-        for name in (KEPT_RECORD, ATTEMPTS):
-            (Path(record_path).parent / "run" / name).unlink(missing_ok=True)
+    def train(slot: int, u: Mapping[str, Any], run: Path) -> tuple[None, dict[str, Any]]:
+        return None, train_user_universe(u, training, declared, run, data, data_path, log, fn, clock, slot)
+
+    def keep(run: Path, key: Mapping[str, Any], _: Any, record: Mapping[str, Any]) -> None:
+        write_json(run / KEPT_RECORD, {"key": key, "record": record})
+
+    def outcome(record: Mapping[str, Any]) -> str:
+        return f" ({record.get('failure')}: {record['error']})" if record.get("error") else f" {record['metrics']}"
+
+    train_slots(universes, record_paths, keys, log, kept_name=KEPT_RECORD, read_kept=read, train=train, keep=keep,
+                clear_runs=clear_runs, outcome=outcome, env=env, clock=clock, retries=retries, lane=lane,
+                failed={"metrics": {m: math.nan for m in declared}})

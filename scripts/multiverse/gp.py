@@ -388,6 +388,16 @@ def loo_diagnostics(model, warp: Warp = IDENTITY) -> dict[str, Any]:
     mean = cv.posterior.mean.reshape(-1).numpy()
     sd = cv.posterior.variance.clamp_min(0).sqrt().reshape(-1).numpy()
     latent = cv.observed_Y.reshape(-1).numpy()
+    return loo_scores(latent, mean, sd, warp)
+
+
+def loo_scores(latent: np.ndarray, mean: np.ndarray, sd: np.ndarray, warp: Warp = IDENTITY) -> dict[str, Any]:
+    """The fit of leave-one-out predictions on the GP's scale (observations ``latent``,
+    predictive means ``mean`` and sds ``sd``, one each a universe), reported on the
+    metric's through ``warp``: RMSE, R^2, the coverage of the 95% intervals, whether the
+    fit is ``ok`` (:data:`MIN_LOO_R2`, :data:`MIN_COVERAGE`), the per-universe points and
+    the statistics' intervals (:func:`loo_intervals`). :func:`loo_diagnostics` and
+    :func:`multiverse.two_outcome.multitask_loo_diagnostics` score with it."""
     covered = np.abs(latent - mean) <= 1.96 * sd
     y, pred = warp.inverse(latent), warp.inverse(mean)
     rmse = float(np.sqrt(np.mean((pred - y) ** 2)))

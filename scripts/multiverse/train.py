@@ -17,6 +17,7 @@ import logging
 import math
 import time
 import zlib
+from functools import partial
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -24,7 +25,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from multiverse import packed
+from multiverse import packed, shard
 from multiverse.data import read_data
 from multiverse.entrypoint import Progress, ShardClock, log_epoch
 from multiverse.errors import Preempted
@@ -33,8 +34,9 @@ from multiverse.nets import (  # noqa: F401  (make_model, scaled_lr re-exported:
     scaled_lr)
 from multiverse.failures import ATTEMPTS, Attempts, cause_of, failed_record, stop_requested  # noqa: F401  (failed_record re-exported)
 from multiverse.runtime import (  # noqa: F401  (DeviceUnavailable re-exported)
-    DeviceUnavailable, atomic_write, take_gpu_share, universe_fields, versions, write_json)
+    DeviceUnavailable, atomic_write, take_gpu_share, universe_fields, versions)
 from multiverse.runtime import resolve_device as node_device
+from multiverse.shard import lane_slots, run_dir, train_slots
 
 def resolve_device(device: str, log: logging.Logger | None = None) -> torch.device:
     """``cpu``, ``cuda`` or ``auto`` as a torch device (:func:`multiverse.runtime.resolve_device`:
@@ -112,6 +114,10 @@ CHECKPOINT, FINAL = "checkpoint.pt", "final.pt"
 #: A stack's attempts and its training state (``training.pack: auto``), in its first
 #: universe's ``run/`` folder.
 STACK, STACK_CHECKPOINT = "stack.json", "stack_checkpoint.pt"
+#: A universe's ``run/`` files that go once its shard is done, its declared outputs
+#: being what counts then; a checkpoint too, where a kill came between keeping its
+#: result and dropping the checkpoint.
+RUN_FILES = (CHECKPOINT, FINAL, ATTEMPTS, STACK, STACK_CHECKPOINT)
 #: This module's code, part of what a checkpoint must match (:func:`universe_key`).
 CODE_DIGEST = hashlib.sha256(b"".join((Path(__file__).parent / name).read_bytes()
                                        for name in ("train.py", "nets.py", "packed.py"))).hexdigest()[:16]
@@ -352,6 +358,12 @@ def train_universe(
     return state, record
 
 
+#: ``clear_runs(record_paths)``: a finished shard's :data:`RUN_FILES`
+#: (:func:`multiverse.shard.clear_runs`); its ``run/`` folders hold nothing else, so one
+#: left empty goes too.
+clear_runs = partial(shard.clear_runs, names=RUN_FILES, own_folder=True)
+
+
 def keep_final(run: Path, key: Mapping[str, Any], state: Mapping[str, torch.Tensor], record: Mapping[str, Any]) -> None:
     """Keep a finished universe's weights and record in its ``run/`` folder (:data:`FINAL`)
     until its shard is done, and drop its checkpoint."""
@@ -482,58 +494,36 @@ def train_shard(
     """
     device = resolve_device(training["device"], log)  # no GPU where one is asked for: stop before any universe
     data = read_data(data_path)
-    universes = sorted(universes, key=lambda u: u["slot"])
-    if [u["slot"] for u in universes] != list(range(len(model_paths))):
-        raise ValueError(f"shard holds slots {[u['slot'] for u in universes]}, expected {len(model_paths)}")
-    universes, model_paths, record_paths = (list(x)[lane[0]::lane[1]] for x in (universes, model_paths, record_paths))
+    universes, model_paths, record_paths = lane_slots(universes, lane, model_paths, record_paths)
     take_gpu_share(device.type, log)
     env = versions(["torch", "numpy"])
     clock = ShardClock([planned_epochs(u["params"], training["epochs"], len(data["y_train"])) for u in universes], lane)
     digest = data_digest(data)  # once per shard, for every universe's key
     pack = "auto" if training.get("pack") == "auto" else "off"  # YAML reads a bare off as false
-    runs = [Path(r).parent / "run" for r in record_paths]
+    runs = [run_dir(r) for r in record_paths]
     keys = [{"universe": universe_fields(u), **({"pack": pack} if pack != "off" else {}), **universe_key(
         digest, u["params"], seed=u["seed"], epochs=training["epochs"], width=model["width"], depth=model["depth"],
         arch=model["arch"], base_batch=training["base_batch"], device=device.type)} for u in universes]
     stacked = set()
     if pack == "auto":
         stacked = train_stacks(data, universes, model, training, runs, keys, log, clock, env, device, checkpoint_every)
-    for slot, (u, model_path, record_path) in enumerate(zip(universes, model_paths, record_paths)):
-        run, key = runs[slot], keys[slot]
-        kept = read_saved(run / FINAL, key, log, FINAL_FIELDS)
-        if kept is not None:
-            state, record = kept["state"], kept["record"]
-            if slot not in stacked:
-                log.info("%s kept: finished by an earlier run of this shard (%s)", u["id"], run / FINAL)
-        else:
-            attempts = Attempts(run, key, u, log)
-            result, attempt = attempts.run(lambda: train_universe(
-                data, u["params"], seed=u["seed"], epochs=training["epochs"], width=model["width"],
-                depth=model["depth"], device=training["device"], arch=model["arch"],
-                base_batch=training["base_batch"], progress=Progress(u["id"], log, clock, slot),
-                checkpoint_path=run / CHECKPOINT, checkpoint_every=checkpoint_every, log=log, digest=digest,
-            ), retries, passthrough=(DeviceUnavailable,))  # the node's fault, not the universe's
-            state, record = result if result is not None else ({}, None)
-            if record is None:  # every attempt failed, here or in a worker that died or overran
-                record = attempts.record()
-            record = {**universe_fields(u), **record, "attempts": attempt, "versions": env}
-            keep_final(run, key, state, record)
-        if slot not in stacked:
-            clock.finish(slot, record["epochs_run"])
-        atomic_write(model_path, lambda tmp: torch.save(state, tmp))
-        write_json(record_path, record)
-        log.info("%s %s in %.2fs: %s%s", u["id"], u["params"], record["train_seconds"], record["status"],
-                 f" ({record['failure']}: {record['error']})" if record["status"] == "failed" else "")
-    if lane[1] == 1:  # the shard is done (with lanes, once every lane is: scripts/train.py)
-        clear_runs(record_paths)
 
+    def read_final(path: Path, key: Mapping[str, Any]) -> tuple[dict[str, torch.Tensor], dict[str, Any]] | None:
+        kept = read_saved(path, key, log, FINAL_FIELDS)
+        return None if kept is None else (kept["state"], kept["record"])
 
-def clear_runs(record_paths: Sequence[str]) -> None:
-    """A finished shard's ``run/`` files (checkpoints, kept results, attempts), its
-    declared outputs being what counts now; a ``run/`` folder left empty goes too."""
-    for record_path in record_paths:
-        run = Path(record_path).parent / "run"
-        for name in (CHECKPOINT, FINAL, ATTEMPTS, STACK, STACK_CHECKPOINT):  # a checkpoint too, where a kill came between the two
-            (run / name).unlink(missing_ok=True)
-        if run.is_dir() and not any(run.iterdir()):
-            run.rmdir()
+    def train(slot: int, u: Mapping[str, Any], run: Path) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
+        return train_universe(
+            data, u["params"], seed=u["seed"], epochs=training["epochs"], width=model["width"],
+            depth=model["depth"], device=training["device"], arch=model["arch"],
+            base_batch=training["base_batch"], progress=Progress(u["id"], log, clock, slot),
+            checkpoint_path=run / CHECKPOINT, checkpoint_every=checkpoint_every, log=log, digest=digest,
+        )
+
+    def write(slot: int, state: Mapping[str, torch.Tensor]) -> None:
+        atomic_write(model_paths[slot], lambda tmp: torch.save(state, tmp))
+
+    train_slots(universes, record_paths, keys, log, kept_name=FINAL, read_kept=read_final, train=train,
+                keep=keep_final, clear_runs=clear_runs, env=env, clock=clock, retries=retries, lane=lane,
+                write=write, quiet=stacked,
+                outcome=lambda r: f" ({r['failure']}: {r['error']})" if r["status"] == "failed" else "")

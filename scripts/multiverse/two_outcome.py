@@ -28,7 +28,7 @@ from linear_operator.utils.cholesky import psd_safe_cholesky
 from linear_operator.utils.errors import NotPSDError
 from scipy.linalg import solve_triangular
 
-from multiverse.gp import DTYPE, MIN_COVERAGE, MIN_FIT, MIN_LOO_R2, Warp, input_transform, loo_intervals
+from multiverse.gp import DTYPE, MIN_FIT, Warp, input_transform, loo_scores
 from multiverse.space import SearchSpace
 
 #: L-BFGS iterations per attempt of the multi-output fit (see :func:`fit_multitask_gp`).
@@ -342,18 +342,4 @@ def multitask_loo_diagnostics(model: HyperparameterMixture, warps: Sequence[Warp
     mean = means.mean(0)
     sd = np.sqrt(np.stack([v for _, v, _ in loo]).mean(0) + means.var(0))
     latent = loo[0][2]
-    out = []
-    for k, warp in enumerate(warps):
-        covered = np.abs(latent[:, k] - mean[:, k]) <= 1.96 * sd[:, k]
-        y, pred = warp.inverse(latent[:, k]), warp.inverse(mean[:, k])
-        rmse = float(np.sqrt(np.mean((pred - y) ** 2)))
-        var = float(np.var(y))
-        r2 = 1.0 - rmse**2 / var if var > 0 else float("nan")
-        coverage = float(covered.mean())
-        ok = bool(np.isfinite(r2) and r2 >= MIN_LOO_R2 and coverage >= MIN_COVERAGE)
-        d = {"rmse": rmse, "r2": r2, "coverage": coverage, "n": int(len(y)), "ok": ok,
-             "observed": y.tolist(), "predicted": pred.tolist(),
-             "predicted_lo": warp.inverse(mean[:, k] - 1.96 * sd[:, k]).tolist(),
-             "predicted_hi": warp.inverse(mean[:, k] + 1.96 * sd[:, k]).tolist()}
-        out.append({**d, **loo_intervals(y, pred, covered)})
-    return out
+    return [loo_scores(latent[:, k], mean[:, k], sd[:, k], warp) for k, warp in enumerate(warps)]
