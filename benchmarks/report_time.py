@@ -92,7 +92,7 @@ def main() -> None:
         calls, seconds = sum(c for c, _ in hits), max((s for _, s in hits), default=0.0)
         rows.append({"part": label, "calls": calls, "seconds": round(seconds, 1),
                      "share of the analysis": f"{seconds / wall:.0%}"})
-    print(f"report.analyse on results/{args.study} ({len(df)} runs), one process, {args.threads} torch thread(s): {wall:.1f} s "
+    print(f"report_analysis.analyse on results/{args.study} ({len(df)} runs), one process, {args.threads} torch thread(s): {wall:.1f} s "
           "(cProfile on; parts overlap)")
     print(pd.DataFrame(rows).to_markdown(index=False))
 

@@ -122,7 +122,7 @@ def test_a_draw_that_reads_both_seeds_has_the_same_universes():
 
 @pytest.mark.slow
 def test_small_calibration_end_to_end():
-    """Three draws on the constructed grid through report.analyse: every claim is scored,
+    """Three draws on the constructed grid through report_analysis.analyse: every claim is scored,
     and on this smooth, well-measured grid the GP's intervals hold the strong truths."""
     g = constructed(noise=0.01)
     rows = [{"grid": "constructed", **r} for s in range(3)

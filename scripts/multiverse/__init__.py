@@ -1,8 +1,8 @@
 """multiverse: a reproducible multiverse analysis of machine-learning claims.
 
-The package is importable from every rule's environment. This module and ``config``
-need only PyYAML (``config`` is imported when the Snakefile is parsed); torch, BoTorch,
-pandas and seaborn are imported by the modules that use them.
+The package is importable from every rule's environment. This module and ``spec``
+need only PyYAML (``spec`` is what the Snakefile imports when it is parsed); torch,
+BoTorch, pandas and seaborn are imported by the modules that use them.
 """
 
 from pathlib import Path

@@ -26,7 +26,7 @@ variance), each relative, so claims on different scales count alike. A round tak
 claim picks greedily, each pick conditioning every covariance on the chosen universe
 (rank-one; the mean is held, as in gp-ivr), then ``explore_share`` of the batch
 (rounded half up) by gp-ivr's integrated variance over the reference set
-(:func:`multiverse.design.greedy_ivr`'s score), so the surrogate stays sound everywhere
+(:func:`multiverse.design_gp.greedy_ivr`'s score), so the surrogate stays sound everywhere
 (the LOO diagnostics and Sobol indices read it). A pick whose claims score is zero
 everywhere (every claim settled) falls back to the exploration score. With no claims in
 the config the round is gp-ivr and says so. Replicate candidates are not offered.

@@ -316,7 +316,7 @@ def read_prepared(path: str | None) -> Any:
     if path is None:
         return None
     if path.endswith(".npz"):
-        # deferred: data loads numpy, and config imports this module when the Snakefile is parsed
+        # deferred: data loads numpy, and multiverse.spec imports this module when the Snakefile is parsed (a user entry point)
         from multiverse.data import read_data
 
         return read_data(path)

@@ -112,7 +112,7 @@ def saltelli_paths(sample, space, n_mc: int, n: int, seed: int):
     """
     import torch  # deferred: only the Sobol estimators use torch; the module loads with numpy alone
 
-    # deferred: Ax takes seconds to import, and report.analyse(sensitivity=False), as the calibration benchmark
+    # deferred: Ax takes seconds to import, and report_analysis.analyse(sensitivity=False), as the calibration benchmark
     # runs it, computes no Sobol indices
     from ax.utils.sensitivity.sobol_measures import SobolSensitivity
 

@@ -398,7 +398,7 @@ def check_sizes(config: Mapping[str, Any], memory: int | None = None) -> None:
 
     The estimates are of the float64 arrays a step holds at once: the design's joint
     posterior covariance of reference points and candidates, per outcome and its working
-    copy (:func:`multiverse.design.greedy_ivr`); the report's joint posterior over the
+    copy (:func:`multiverse.design_gp.greedy_ivr`); the report's joint posterior over the
     reference points of every level combination and its samples, for a claim's two
     compared variants (:mod:`multiverse.claims`)."""
     memory = physical_memory() if memory is None else memory
