@@ -81,9 +81,7 @@ def mean_grid_statistic(local_effects):
 def holds_where_figure(c: ClaimResult, space, df, path: str) -> None:
     """``where_figure`` of a claim whose map is the local posterior probability that it holds
     (:func:`multiverse.plots.holds_map`): a comparison's, a trend's."""
-    from multiverse import (
-        plots as P,  # matplotlib and seaborn only where a figure is drawn (GP design rounds read claim types)
-    )
+    from multiverse import plots as P  # matplotlib and seaborn only where a figure is drawn (GP design rounds read claim types)
 
     P.themed("white")
     P.holds_map(c, space, df, path)

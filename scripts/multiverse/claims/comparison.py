@@ -191,9 +191,7 @@ grid_statistic = common.mean_grid_statistic(grid_local_effects)
 # --- its figures (drawn by :mod:`multiverse.plots`' helpers) ----------------------
 def figure(c: ClaimResult, space, df, path: str) -> None:
     """Each group's partial dependence along each numeric choice, with the universes."""
-    from multiverse import (
-        plots as P,  # matplotlib and seaborn only where a figure is drawn (GP design rounds read claim types)
-    )
+    from multiverse import plots as P  # matplotlib and seaborn only where a figure is drawn (GP design rounds read claim types)
 
     P.themed("whitegrid")
     claim = c.claim

@@ -315,9 +315,7 @@ def grid_statistic(claim: Claim, space, axes: Mapping[str, Sequence[Any]],
 # --- its figures (drawn by :mod:`multiverse.plots`' helpers) ----------------------
 def figure(c: ClaimResult, space, df, path: str) -> None:
     """The observed universes' scatter of the two metrics beside the GP's (medians at the reference set)."""
-    from multiverse import (
-        plots as P,  # matplotlib and seaborn only where a figure is drawn (GP design rounds read claim types)
-    )
+    from multiverse import plots as P  # matplotlib and seaborn only where a figure is drawn (GP design rounds read claim types)
 
     P.themed("whitegrid")
     claim = c.claim
@@ -342,9 +340,7 @@ def figure(c: ClaimResult, space, df, path: str) -> None:
 
 def where_figure(c: ClaimResult, space, df, path: str) -> None:
     """Kendall tau along each choice with the others fixed, the granulated mean and the overall tau."""
-    from multiverse import (
-        plots as P,  # matplotlib and seaborn only where a figure is drawn (GP design rounds read claim types)
-    )
+    from multiverse import plots as P  # matplotlib and seaborn only where a figure is drawn (GP design rounds read claim types)
 
     P.themed("whitegrid")
     per = c.gp.get("granulated_per_dimension", {})

@@ -304,9 +304,7 @@ def grid_statistic(claim: Claim, space, axes: Mapping[str, Sequence[Any]],
 # --- its figures (drawn by :mod:`multiverse.plots`' helpers) ----------------------
 def figure(c: ClaimResult, space, df, path: str) -> None:
     """Each group's expected best against the budget: GP band and observed MeanMax."""
-    from multiverse import (
-        plots as P,  # matplotlib and seaborn only where a figure is drawn (GP design rounds read claim types)
-    )
+    from multiverse import plots as P  # matplotlib and seaborn only where a figure is drawn (GP design rounds read claim types)
 
     P.themed("whitegrid")
     claim = c.claim
@@ -329,9 +327,7 @@ def figure(c: ClaimResult, space, df, path: str) -> None:
 
 def where_figure(c: ClaimResult, space, df, path: str) -> None:
     """The expected-best difference a - b against the budget, GP and observed."""
-    from multiverse import (
-        plots as P,  # matplotlib and seaborn only where a figure is drawn (GP design rounds read claim types)
-    )
+    from multiverse import plots as P  # matplotlib and seaborn only where a figure is drawn (GP design rounds read claim types)
 
     P.themed("whitegrid")
     ks = np.asarray(c.observed["budgets"])

@@ -298,9 +298,7 @@ grid_statistic = common.mean_grid_statistic(grid_local_effects)
 # --- its figures (drawn by :mod:`multiverse.plots`' helpers) ----------------------
 def figure(c: ClaimResult, space, df, path: str) -> None:
     """The trend's partial dependence at each of its conditions."""
-    from multiverse import (
-        plots as P,  # matplotlib and seaborn only where a figure is drawn (GP design rounds read claim types)
-    )
+    from multiverse import plots as P  # matplotlib and seaborn only where a figure is drawn (GP design rounds read claim types)
 
     P.themed("whitegrid")
     claim = c.claim

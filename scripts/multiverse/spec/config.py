@@ -61,9 +61,7 @@ def compose(layers, cli: Mapping[str, Any] | None = None) -> dict:
     replaces everything before it; a file without one (an overlay, such as
     ``config/studies/cluster/*.yaml``) is merged key by key into it, as are the ``cli``
     values (snakemake's ``update_config``)."""
-    from snakemake.utils import (
-        update_config,  # snakemake's own: spec needs only PyYAML when imported
-    )
+    from snakemake.utils import update_config  # snakemake's own: spec needs only PyYAML when imported
 
     out: dict = {}
     for layer in layers:
@@ -80,9 +78,7 @@ def with_defaults(config: Mapping[str, Any]) -> dict:
     """A copy of ``config`` validated against :data:`SCHEMA` with its defaults filled in,
     as the Snakefile sees it (snakemake's ``validate``; its ``WorkflowError`` names what
     the schema rejects)."""
-    from snakemake.utils import (
-        validate,  # snakemake's own: spec needs only PyYAML when imported
-    )
+    from snakemake.utils import validate  # snakemake's own: spec needs only PyYAML when imported
 
     config = copy.deepcopy(dict(config))
     validate(config, str(SCHEMA))
@@ -333,9 +329,7 @@ def check_user_trainer(config: Mapping[str, Any], metrics: Mapping[str, Any]) ->
 def check_entrypoint(key: str, spec: str, pythonpath, accepted) -> None:
     """``spec`` ("module:function") imports from ``pythonpath`` and is callable, and
     every argument it needs without a default is one it is given (``accepted``)."""
-    from multiverse.entrypoint import (
-        load,  # only a user's entry point is loaded; entrypoint imports the training stack
-    )
+    from multiverse.entrypoint import load  # only a user's entry point is loaded; entrypoint imports the training stack
 
     try:
         fn = load(spec, pythonpath)
