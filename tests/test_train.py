@@ -197,6 +197,30 @@ train_shard(**json.load(open(sys.argv[2])), log=log)
 """
 
 
+def test_a_universe_continued_from_its_low_fidelity_is_bitwise_one_trained_in_one_go(digits, tmp_path):
+    """A low fidelity (stop_after: the first 2 of 4 epochs, under the 4-epoch schedule) then
+    its continuation from the checkpoint it leaves: no epoch trained twice, and the same
+    weights and history as the universe trained to the end in one go (issue 41). Checkpoints
+    every 3 epochs, so the low fidelity's own end-of-run save is what the continuation reads."""
+    params = {**U, "depth": 2, "dropout": 0.3, "warmup_epochs": 3}
+    kw = dict(seed=7, epochs=4, width=16, depth=1)
+    straight, r0 = train_universe(digits, params, **kw)
+    path = tmp_path / "run" / "checkpoint.pt"
+    epochs = []
+    low, r_low = train_universe(digits, params, **kw, checkpoint_path=path, checkpoint_every=3, stop_after=2,
+                                progress=lambda epoch, **_: epochs.append(epoch))
+    assert r_low["fidelity_epochs"] == 2 and r_low["epochs_run"] == 2 and torch.load(path, weights_only=True)["epoch"] == 2
+    assert without_seconds(r_low["history"]) == without_seconds(r0["history"][:2]), "the low fidelity is the first epochs"
+    full, r = train_universe(digits, params, **kw, checkpoint_path=path, checkpoint_every=3,
+                             progress=lambda epoch, **_: epochs.append(epoch))
+    assert epochs == [1, 2, 3, 4], "no epoch trained twice"
+    assert "fidelity_epochs" not in r and all(torch.equal(straight[k], full[k]) for k in straight)
+    assert without_seconds(r["history"]) == without_seconds(r0["history"])
+    # the low fidelity alone is deterministic: a fresh one gives the same weights
+    again, _ = train_universe(digits, params, **kw, checkpoint_path=tmp_path / "other.pt", stop_after=2)
+    assert all(torch.equal(low[k], again[k]) for k in low)
+
+
 def test_a_shard_killed_with_sigkill_keeps_its_finished_universes_and_resumes_the_one_it_was_training(
         digits, tmp_path, config):
     import subprocess

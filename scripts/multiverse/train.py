@@ -190,8 +190,15 @@ def train_universe(
     log: logging.Logger | None = None,
     digest: str | None = None,
     dtype: torch.dtype | None = None,
+    stop_after: int | None = None,
 ) -> tuple[dict[str, torch.Tensor], dict[str, Any]]:
     """Train the universe ``params`` and return ``(state_dict, record)``.
+
+    ``stop_after``: a low fidelity of the same universe: train its first ``stop_after``
+    epochs under the full budget's schedule and stop, saving the state to
+    ``checkpoint_path`` (where a later call without ``stop_after`` resumes it: a
+    continued universe trains no epoch twice, and on the CPU ends bitwise as one trained
+    to the end in one go). Its record says ``fidelity_epochs``.
 
     ``dtype``: the weights' and data's floating type (None: as the data come, float32);
     the packed trainer's equivalence tests train float64 twins (:mod:`multiverse.packed`).
@@ -271,7 +278,8 @@ def train_universe(
             Path(checkpoint_path).unlink(missing_ok=True)
             return train_universe(data, params, seed=seed, epochs=epochs, width=width, depth=depth, device=device,
                                   arch=arch, base_batch=base_batch, progress=progress, checkpoint_path=checkpoint_path,
-                                  checkpoint_every=checkpoint_every, log=log, digest=digest, dtype=dtype)
+                                  checkpoint_every=checkpoint_every, log=log, digest=digest, dtype=dtype,
+                                  stop_after=stop_after)
         log.info("resumed from %s after epoch %d%s (%.1fs trained before)", checkpoint_path, done,
                  f" and {partial['steps']} of its next epoch's steps" if partial else "", elapsed)
     start = time.perf_counter() - elapsed
@@ -286,7 +294,9 @@ def train_universe(
         }
         atomic_write(checkpoint_path, lambda tmp: torch.save(state, tmp))
 
-    for epoch in range(done + 1, math.ceil(steps / per_epoch) + 1):
+    last = math.ceil(steps / per_epoch)
+    stop = last if stop_after is None else min(int(stop_after), last)
+    for epoch in range(done + 1, stop + 1):
         model.train()
         if partial is not None:  # resume inside the epoch a preemption stopped
             order, first = partial["order"].to(dev), int(partial["next"])
@@ -340,6 +350,8 @@ def train_universe(
         if not math.isfinite(val_loss):
             status, diverged_epoch = "diverged", epoch
             break
+    if stop < last and status == "ok" and checkpoint_path is not None and done < stop:
+        snapshot(stop)  # the low fidelity's end, where a continuation resumes
     record = {
         "status": status,
         "diverged_epoch": diverged_epoch,
@@ -353,6 +365,7 @@ def train_universe(
         "device": str(dev),
         # the GPU memory its training took at most (CUDA only; a CPU record stays as it was)
         **({"peak_gpu_mb": torch.cuda.max_memory_allocated(dev) / 2**20} if dev.type == "cuda" else {}),
+        **({"fidelity_epochs": stop} if stop < last else {}),
     }
     state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
     return state, record
