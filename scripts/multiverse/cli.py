@@ -1,5 +1,9 @@
 """The ``multiverse`` command (pyproject.toml's console script).
 
+``multiverse status [STUDY] [--configfile FILE] [--results DIR]`` prints one screen on a
+study, running or done (:mod:`multiverse.status`): its training runs by round and state,
+the running shards' ETA and each claim's latest verdict. It only reads.
+
 ``multiverse init DIR [--template function|command|builtin]`` writes a new study project
 that runs as it is (``cd DIR && snakemake --cores 2``) and is meant to be edited:
 
@@ -20,6 +24,8 @@ from importlib import resources
 from pathlib import Path
 
 from multiverse import __version__
+from multiverse.spec import load_config, round_sizes, with_defaults
+from multiverse.status import screen
 
 TEMPLATES = ("function", "command", "builtin")
 
@@ -78,6 +84,26 @@ def init(directory: str | Path, template: str = "function") -> list[Path]:
     return written
 
 
+def status(study: str | None, configfile: str | Path, results: str | Path) -> str:
+    """The status screen (:func:`multiverse.status.screen`) of ``study``, by default the
+    config's; the config, where it is found, gives the planned rounds and the seeds."""
+    config = None
+    if Path(configfile).is_file():
+        config = with_defaults(load_config(configfile))
+    if study is None:
+        if config is None:
+            raise FileNotFoundError(f"no study named and no {configfile} to read it from")
+        study = config["study"]
+    out = Path(results) / study
+    if not out.is_dir():
+        raise FileNotFoundError(f"{out} does not exist: no results of study {study!r} yet")
+    same = config is not None and config["study"] == study
+    sizes = round_sizes(config) if same else None
+    seeds = config["training"]["seeds"] if same else 1 + max(
+        (int(p.name[4:]) for p in out.glob("universes/r*/s*/u*/seed*")), default=0)
+    return screen(study, out, sizes, seeds)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="multiverse", description="A reproducible multiverse analysis of ML claims.")
     parser.add_argument("--version", action="version", version=f"multiverse {__version__}")
@@ -87,7 +113,17 @@ def main(argv: list[str] | None = None) -> int:
     new.add_argument("--template", choices=TEMPLATES, default="function",
                      help="function: your training as a Python function (default); command: a script "
                           "run once per universe; builtin: the workflow's own trainer on digits")
+    look = commands.add_parser("status", help="one screen on a study, running or done (it only reads its results)")
+    look.add_argument("study", nargs="?", help="the study (default: the config's)")
+    look.add_argument("--configfile", default="config/config.yaml", help="the study's config (default: %(default)s)")
+    look.add_argument("--results", default="results", help="the results folder (default: %(default)s)")
     args = parser.parse_args(argv)
+    if args.command == "status":
+        try:
+            print(status(args.study, args.configfile, args.results))
+        except FileNotFoundError as err:
+            parser.error(str(err))
+        return 0
     try:
         written = init(args.directory, args.template)
     except (FileExistsError, ValueError) as err:
