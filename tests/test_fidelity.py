@@ -27,7 +27,7 @@ def test_probabilities_follow_the_score_with_a_floor_and_sum_to_the_budget():
 
 def test_a_larger_budget_continues_every_universe_continued_before():
     score = np.random.default_rng(0).gamma(2.0, size=len(IDS))
-    before = None
+    before = prev = None
     for budget in (6, 12, 24, 36, 48):
         p = continuation_probabilities(score, budget, floor=0.05)
         drawn = continuation_draw(11, IDS, p)
