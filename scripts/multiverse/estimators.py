@@ -366,7 +366,8 @@ def continuation_weights(continued: np.ndarray, probability: np.ndarray) -> np.n
     return np.where(np.asarray(continued, dtype=bool), (1.0 - p) / p**2, 0.0)
 
 
-def power_tuning(y: np.ndarray, f: np.ndarray, continued: np.ndarray, probability: np.ndarray) -> np.ndarray:
+def power_tuning(y: np.ndarray, f: np.ndarray, continued: np.ndarray, probability: np.ndarray,
+                 lam: float | None = None) -> np.ndarray:
     """The predictor ``a + lam * f`` (per component: ``2 x c``, rows ``a`` and ``lam``) that
     minimises the variance of the pseudo-outcomes (:func:`continued_outcomes`), in the
     manner of PPI++'s power tuning (Angelopoulos, Duchi & Zrnic 2023): a weighted least
@@ -379,19 +380,22 @@ def power_tuning(y: np.ndarray, f: np.ndarray, continued: np.ndarray, probabilit
         f: ``n x c`` the predictor's values (the low-fidelity outcome's ``h``).
         continued: ``n`` whether each universe was continued to full fidelity.
         probability: ``n`` the probability with which it was continued (> 0).
+        lam: the predictor's weight, given (only the intercept is fitted: 0 gives the
+            continued universes' weighted mean alone); None: tuned.
     """
     w = continuation_weights(continued, probability)
     y, f = np.atleast_2d(y.T).T, np.atleast_2d(f.T).T
     out = np.zeros((2, y.shape[1]))
     for k in range(y.shape[1]):
-        ok = (w > 0) & np.isfinite(y[:, k]) & np.isfinite(f[:, k])
+        ok = (w > 0) & np.isfinite(y[:, k]) & (np.isfinite(f[:, k]) if lam != 0 else True)
         if not ok.any():
             continue
-        wk, yk, fk = w[ok], y[ok, k], f[ok, k]
+        wk, yk, fk = w[ok], y[ok, k], np.nan_to_num(f[ok, k])
         ybar, fbar = np.average(yk, weights=wk), np.average(fk, weights=wk)
         var = np.average((fk - fbar) ** 2, weights=wk)
-        lam = np.average((fk - fbar) * (yk - ybar), weights=wk) / var if var > 1e-300 else 0.0
-        out[:, k] = ybar - lam * fbar, lam
+        slope = lam if lam is not None else (np.average((fk - fbar) * (yk - ybar), weights=wk) / var
+                                             if var > 1e-300 else 0.0)
+        out[:, k] = ybar - slope * fbar, slope
     return out
 
 
@@ -439,10 +443,8 @@ def multifidelity_mean_ci(Y: np.ndarray, Yhat: np.ndarray, continued: np.ndarray
     if lam is None:
         z = tuned_outcomes(Y[:, None], Yhat[:, None], continued, probability)[:, 0]
     else:
-        w = continuation_weights(continued, probability)
-        ok = (w > 0) & np.isfinite(Y)
-        a = float(np.average(Y[ok] - lam * Yhat[ok], weights=w[ok])) if ok.any() else 0.0
-        z = continued_outcomes(Y[:, None], Yhat[:, None], continued, probability, np.array([[a], [float(lam)]]))[:, 0]
+        tuned = power_tuning(Y[:, None], Yhat[:, None], continued, probability, lam=float(lam))
+        z = continued_outcomes(Y[:, None], Yhat[:, None], continued, probability, tuned)[:, 0]
     n = len(z)
     point, se = float(z.mean()), float(z.std(ddof=1) / np.sqrt(n))
     q = t.ppf(1 - alpha / 2, max(n - 1, 1))
@@ -456,10 +458,6 @@ def tuned_outcomes(y: np.ndarray, f: np.ndarray, continued: np.ndarray, probabil
     keeps a poor predictor from widening the interval in the sample at hand."""
     y, f = np.atleast_2d(np.asarray(y, dtype=float).T).T, np.atleast_2d(np.asarray(f, dtype=float).T).T
     tuned = power_tuning(y, f, continued, probability)
-    w = continuation_weights(continued, probability)
-    flat = np.zeros_like(tuned)
-    for k in range(y.shape[1]):
-        ok = (w > 0) & np.isfinite(y[:, k])
-        flat[0, k] = np.average(y[ok, k], weights=w[ok]) if ok.any() else 0.0
+    flat = power_tuning(y, f, continued, probability, lam=0.0)
     a, b = continued_outcomes(y, f, continued, probability, tuned), continued_outcomes(y, f, continued, probability, flat)
     return np.where((np.nanvar(a, axis=0) <= np.nanvar(b, axis=0))[None], a, b)
