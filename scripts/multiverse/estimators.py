@@ -191,7 +191,8 @@ def means(h: Callable[[Sequence[Mapping[str, Any]], Mapping[str, np.ndarray]], n
 
 def pair_means(kernel: Callable[[Mapping[str, np.ndarray], Mapping[str, np.ndarray]], np.ndarray], sample: Sample,
                observed: Mapping[str, np.ndarray], predicted_at: Callable[[int], Mapping[str, np.ndarray]],
-               predicted_ref: Mapping[str, np.ndarray], gid: np.ndarray | None = None) -> Means:
+               predicted_ref: Mapping[str, np.ndarray], gid: np.ndarray | None = None,
+               continuation: Continuation | None = None, lam: float | None = None) -> Means:
     """Design-based estimates of ``E_{mu x mu}[k(x, x')]`` over pairs of independent
     universes (U-statistics such as Kendall's tau), ``c`` components at once.
 
@@ -203,10 +204,20 @@ def pair_means(kernel: Callable[[Mapping[str, np.ndarray], Mapping[str, np.ndarr
         kernel: ``kernel(values_a, values_b) -> a x b x c`` (``values_*``: per metric, arrays).
         predicted_at: ``slot -> {metric: n predictions of that slot at the sample}``.
         predicted_ref: per metric, ``slots x N`` predictions at the reference set.
+        continuation: as :func:`means`: each pair's kernel is then its pseudo-outcome
+            (:func:`continued_pairs`) with the low-fidelity kernel times ``lam`` as its
+            predictor; ``lam`` None: whichever of 1 and 0 gives the smaller jackknife
+            variance, per component (:func:`smaller_variance`).
     """
+    if continuation is not None and lam is None:
+        return smaller_variance(*(pair_means(kernel, sample, observed, predicted_at, predicted_ref, gid, continuation, x)
+                                  for x in (1.0, 0.0)))
     n = len(sample)
     ps = sample.pair_slots()
     k_obs = np.asarray(kernel(observed, observed), dtype=float)  # n x n x c
+    if continuation is not None:
+        k_low = np.asarray(kernel(continuation.low, continuation.low), dtype=float)
+        k_obs = continued_pairs(k_obs, k_low, continuation.continued, continuation.probability, float(lam))
     c = k_obs.shape[-1]
     k_pred = np.zeros_like(k_obs)
     slots = next(iter(predicted_ref.values())).shape[0] if predicted_ref else 0
@@ -461,3 +472,57 @@ def tuned_outcomes(y: np.ndarray, f: np.ndarray, continued: np.ndarray, probabil
     flat = power_tuning(y, f, continued, probability, lam=0.0)
     a, b = continued_outcomes(y, f, continued, probability, tuned), continued_outcomes(y, f, continued, probability, flat)
     return np.where((np.nanvar(a, axis=0) <= np.nanvar(b, axis=0))[None], a, b)
+
+
+def continued_pairs(k: np.ndarray, k_low: np.ndarray, continued: np.ndarray, probability: np.ndarray,
+                    lam: float = 1.0) -> np.ndarray:
+    """Each pair's pseudo-outcome ``g_ij + xi_i xi_j / (pi_i pi_j) (k_ij - g_ij)``,
+    ``g_ij = lam * k_low_ij``: conditionally unbiased for the full-fidelity kernel
+    ``k_ij`` of two distinct universes, since their continuations are drawn
+    independently (each from its own uniform number, :func:`multiverse.fidelity.continuation_draw`),
+    so ``E[xi_i xi_j] = pi_i pi_j``. ``k``, ``k_low``: ``n x n x c`` (``k`` read only
+    where both were continued)."""
+    xi = np.asarray(continued, dtype=bool)
+    p = np.where(xi, np.asarray(probability, dtype=float), 1.0)
+    both = (xi[:, None] & xi[None, :])[..., None]
+    w = (1.0 / (p[:, None] * p[None, :]))[..., None]
+    g = lam * np.nan_to_num(k_low)
+    return g + np.where(both, w * (np.nan_to_num(k) - g), 0.0)
+
+
+def smaller_variance(*options: Means) -> Means:
+    """Per component, the one of ``options`` (estimates of the same means) whose delete-one
+    jackknife variance is the smallest: a predictor that does not help is dropped."""
+    var = np.array([((m.labelled - m.labelled.mean(0)) ** 2).sum(0) for m in options])
+    pick = np.argmin(var, axis=0)
+    take = lambda name: np.choose(pick, [getattr(m, name) for m in options])  # noqa: E731
+    return Means(take("value"), take("labelled"), take("reference"), options[0].n)
+
+
+def fidelity_summary(low: np.ndarray, full: np.ndarray, continued: np.ndarray, probability: np.ndarray,
+                     trained: np.ndarray | None = None) -> dict[str, Any]:
+    """What a multi-fidelity answer rests on, for the report: the universes at each
+    fidelity; the effective sample size, the number of universes trained to the end that
+    would give the metric's mean the same standard error (``n var(y) / var(z)``, ``z`` the
+    power-tuned pseudo-outcomes, :func:`tuned_outcomes`, ``var(y)`` weighted by ``1 / pi``
+    over the continued); and the predictor's correlation with the final metric (weighted
+    by ``1 / pi``, over the continued universes where both are defined). ``trained``:
+    which of the continued were trained on (the rest were final at the low fidelity:
+    diverged, failed or no epochs left)."""
+    xi = np.asarray(continued, dtype=bool)
+    p = np.asarray(probability, dtype=float)
+    w = np.where(xi, 1.0 / np.where(xi, p, 1.0), 0.0)
+    ok = xi & np.isfinite(low) & np.isfinite(full)
+    corr = ess = float("nan")
+    if ok.sum() >= 3:
+        a, b, ww = np.asarray(low)[ok], np.asarray(full)[ok], w[ok]
+        da, db = a - np.average(a, weights=ww), b - np.average(b, weights=ww)
+        den = np.sqrt(np.average(da**2, weights=ww) * np.average(db**2, weights=ww))
+        corr = float(np.average(da * db, weights=ww) / den) if den > 0 else float("nan")
+        z = tuned_outcomes(np.where(ok, full, np.nan), np.where(np.isfinite(low), low, np.nan), ok, p)[:, 0]
+        z = z[np.isfinite(z)]
+        if len(z) > 1 and np.var(z) > 0:
+            ess = float(len(z) * np.average(db**2, weights=ww) / np.var(z, ddof=1))
+    trained = xi if trained is None else np.asarray(trained, dtype=bool) & xi
+    return {"low_fidelity": int(len(xi)), "continued": int(xi.sum()), "continued_trained": int(trained.sum()),
+            "ess": ess, "predictor_correlation": corr}

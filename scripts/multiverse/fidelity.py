@@ -24,6 +24,9 @@ import numpy as np
 
 from multiverse.ids import derive_seed
 
+#: The prefix of a multi-fidelity table's low-fidelity metric columns (``low_val_acc``).
+LOW = "low_"
+
 
 def continuation_probabilities(score: np.ndarray, expected: float, floor: float) -> np.ndarray:
     """Each universe's probability of being continued: proportional to ``score`` (all

@@ -15,7 +15,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from multiverse.estimators import Means, Sample, means, pair_means, reference_groups
+from multiverse.estimators import Continuation, Means, Sample, fidelity_summary, means, pair_means, reference_groups
 from multiverse.ids import derive_seed
 from multiverse.spec.strategies import SOBOL, uniform_round
 from multiverse.surrogate import fit_values, warp_for
@@ -53,11 +53,26 @@ class Drawn:
 
     ``df``: the study table; ``universes``: one per universe in the table's order
     (:func:`multiverse.surrogate.per_universe`); ``values(metric)``: each universe's mean.
+
+    A multi-fidelity study's table (every universe at a low fidelity, a random subset
+    continued: :mod:`multiverse.fidelity`) has a ``continued`` and a
+    ``continuation_probability`` column, and ``low(metric)`` gives each universe's
+    low-fidelity mean: every answer then reads the continued universes' full-fidelity
+    outcomes through their pseudo-outcomes (:class:`multiverse.estimators.Continuation`),
+    with the low-fidelity outcome as the predictor and the GP's correction on top. The
+    GPs are fitted on the full-fidelity outcomes that are known (the continued).
     """
 
     def __init__(self, df, space, universes: Sequence[Mapping[str, Any]], values: Callable[[str], np.ndarray],
-                 seed: int, declared=None, folds: int = FOLDS):
+                 seed: int, declared=None, folds: int = FOLDS, low: Callable[[str], np.ndarray] | None = None):
         first = df.drop_duplicates("universe", keep="first")
+        self.low = low if "continuation_probability" in df else None
+        if self.low is not None:
+            self.continued = first["continued"].to_numpy(dtype=bool)
+            self.probability = first["continuation_probability"].to_numpy(dtype=float)
+            # continued without training: final at the low fidelity (diverged, failed, no epochs left)
+            self.trained = (first["fidelity_trained"].to_numpy(dtype=bool) if "fidelity_trained" in first
+                            else self.continued)
         w, draws = design_weights(first)
         rounds = first["round"].to_numpy(dtype=int) if "round" in first else np.zeros(len(first), dtype=int)
         self.space, self.seed, self.declared, self.values = space, seed, declared, values
@@ -91,6 +106,9 @@ class Drawn:
         note = f"{len(idx)} universes drawn with known probability"
         if greedy:
             note += f" ({greedy} chosen by a greedy design left out)"
+        if self.low is not None:
+            note += (f", all trained at the low fidelity and {int(self.continued[idx].sum())} of them continued to"
+                     " full fidelity at stated probabilities")
         self.sample = Sample([universes[i] for i in idx], w[idx], draws[idx], slot, r, fold, note, idx)
         self._cache: dict[str, tuple] = {}
 
@@ -142,16 +160,35 @@ class Drawn:
     def observed(self, metric: str) -> np.ndarray:
         return np.asarray(self.values(metric), dtype=float)[self.sample.index]
 
+    def continuation(self, metrics: Sequence[str]) -> Continuation | None:
+        """The drawn universes' second phase on ``metrics`` (None: one fidelity)."""
+        if self.low is None:
+            return None
+        i = self.sample.index
+        return Continuation({m: np.asarray(self.low(m), dtype=float)[i] for m in metrics}, self.continued[i],
+                            self.probability[i])
+
+    def fidelity(self, metrics: Sequence[str]) -> dict[str, Any] | None:
+        """Per metric, what a multi-fidelity answer rests on (:func:`multiverse.estimators.fidelity_summary`)."""
+        c = self.continuation(metrics)
+        if c is None:
+            return None
+        i = self.sample.index
+        return {m: fidelity_summary(c.low[m], self.observed(m), c.continued, c.probability, self.trained[i])
+                for m in metrics}
+
     def means(self, metrics: Sequence[str], h) -> Means:
         """:func:`means` of ``h(universes, {metric: values})`` over the drawn universes."""
         obs = {m: self.observed(m) for m in metrics}
         pred = {m: self.predictions(m)[0] for m in metrics}
         ref = {m: self.predictions(m)[1] for m in metrics}
-        return means(h, self.sample, obs, pred, self.reference, ref, reference_groups(len(self.reference), self.per[0]))
+        return means(h, self.sample, obs, pred, self.reference, ref, reference_groups(len(self.reference), self.per[0]),
+                     continuation=self.continuation(metrics))
 
     def pair_means(self, metrics: Sequence[str], kernel) -> Means:
         """:func:`pair_means` of ``kernel`` over pairs of drawn universes."""
         obs = {m: self.observed(m) for m in metrics}
         ref = {m: self.predictions(m)[3] for m in metrics}
         return pair_means(kernel, self.sample, obs, lambda s: {m: self.predictions(m)[2][s] for m in metrics}, ref,
-                          reference_groups(len(self.reference_pairs), self.per[1]))
+                          reference_groups(len(self.reference_pairs), self.per[1]),
+                          continuation=self.continuation(metrics))

@@ -41,6 +41,9 @@ def design_based(ctx, metrics: Sequence[str], estimate, relation: str, margin_: 
     h, phi = estimate
     m = drawn.pair_means(metrics, h) if pairs else drawn.means(metrics, h)
     point, se = estimators.estimate(phi, m)
+    fidelity = drawn.fidelity(metrics)
+    if fidelity is not None:  # a multi-fidelity study: what its answer rests on, per metric
+        extra["fidelity"] = fidelity
     return estimators.summarise(float(point), float(se), n - 1, relation, margin_, n=n, note=drawn.sample.note, **extra)
 
 

@@ -12,6 +12,7 @@ import numpy as np
 
 from multiverse import declaration
 from multiverse.ids import derive_seed
+from multiverse.fidelity import LOW
 from multiverse.inference import Drawn
 from multiverse.surrogate import converging, universe_means
 
@@ -82,8 +83,13 @@ class Context:
         (:class:`multiverse.inference.Drawn`), built once per context."""
         if self._drawn is None:
             self._drawn = Drawn(self.df, self.space, self.universes, self.values, derive_seed(self.seed, 600),
-                                self.declared)
+                                self.declared, low=self.low_values)
         return self._drawn
+
+    def low_values(self, metric: str):
+        """A multi-fidelity study's low-fidelity outcomes (its table's ``low_<metric>``
+        columns, :mod:`multiverse.fidelity`): each universe's mean over its seeds."""
+        return universe_means(self.df.assign(**{metric: self.df[LOW + metric]}), self.space, metric, self.declared)
 
     def values(self, metric: str):
         """Each observed universe's mean over its seeds (NaN where not usable)."""
