@@ -9,6 +9,7 @@ try:
     df = aggregate(
         snakemake.input.metrics, snakemake.input.designs, snakemake.params.space, snakemake.params.config_hash,
         snakemake.output.parquet, snakemake.output.csv, metrics=snakemake.params.get("metrics"),
+        low_paths=snakemake.input.get("low"), continuation_paths=snakemake.input.get("continuations"),
     )
 except OlderResults as err:  # a clear message, not a traceback
     log.error("%s", err)

@@ -36,6 +36,8 @@ if "models" in snakemake.output.keys():
             snakemake.input.data, universes, snakemake.params.model, snakemake.params.training,
             snakemake.output.models, snakemake.output.records, log, retries=retries, checkpoint_every=checkpoint_every,
             lane=(lane, lanes),
+            # design.fidelity: each universe's low fidelity, and the state a continuation resumes from
+            fidelity=snakemake.params.get("fidelity"), resume_paths=snakemake.output.get("resume"),
         )
 else:
     from multiverse.entrypoint import clear_runs, train_user_shard

@@ -65,6 +65,12 @@ def test_schema_rejects_unknown_top_level_key(config):
         (lambda c: c["claims"][3].update(y="train_loss"), "claims[3].y"),
         (lambda c: c["claims"][4].update(b=["adam"]), "claims[4].b"),
         (lambda c: c["claims"][4].update(max_budget=1), "claims[4].max_budget"),
+        (lambda c: c["design"].update(strategy="gp-ivr", fidelity={"epochs": 10, "share": 0.3}), "design.fidelity"),
+        (lambda c: c["design"].update(fidelity={"share": 0.3}), "design.fidelity"),
+        (lambda c: c["design"].update(fidelity={"epochs": 10, "fraction": 0.2, "share": 0.3}), "design.fidelity"),
+        (lambda c: c["design"].update(fidelity={"epochs": 60, "share": 0.3}), "design.fidelity.epochs"),
+        (lambda c: c["design"].update(fidelity={"epochs": 10, "share": 0.3, "metric": "val_accuracy"}),
+         "design.fidelity.metric"),
     ],
 )
 def test_cross_key_errors_name_the_key(config, edit, key):

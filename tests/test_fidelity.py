@@ -43,3 +43,51 @@ def test_the_draw_follows_its_stated_probabilities():
     p = continuation_probabilities(np.r_[np.ones(24), 3 * np.ones(24)], 16, floor=0.1)
     hits = np.mean([continuation_draw(s, IDS, p) for s in range(2000)], axis=0)
     assert np.abs(hits - p).max() < 0.05
+
+
+def test_low_epochs_from_a_count_or_a_fraction():
+    from multiverse.fidelity import low_epochs
+
+    assert low_epochs({"epochs": 15}, 60) == 15 and low_epochs({"epochs": 15}, 10) == 10
+    assert low_epochs({"fraction": 0.25}, 60) == 15 and low_epochs({"fraction": 0.25}, 5) == 2
+    assert low_epochs({"fraction": 0.25}, None) == 1
+
+
+def test_the_active_score_is_the_change_over_the_second_half():
+    from multiverse.fidelity import active_score
+
+    history = [{"val_acc": v} for v in (0.1, 0.3, 0.5, 0.6)]
+    assert active_score(history, "val_acc") == pytest.approx(0.3)  # epoch 4 against epoch 2
+    assert np.isnan(active_score([], "val_acc")) and np.isnan(active_score(history, "test_acc"))
+
+
+def low_record(uid, status="ok", epochs=(0.2, 0.5), fidelity=True):
+    return {"id": uid, "status": status, "history": [{"val_acc": v} for v in epochs],
+            **({"fidelity_epochs": len(epochs)} if fidelity else {})}
+
+
+@pytest.mark.parametrize("probability", ["uniform", "active"])
+def test_a_round_s_draw_states_every_probability_and_continues_the_final_ones(probability):
+    """multiverse.fidelity.continuation_round: the probabilities (from the low fidelity
+    only), the draw (uniform numbers below them), and universes final at the low
+    fidelity (diverged, failed, no epochs left) continued with probability 1."""
+    from multiverse.fidelity import continuation_round
+
+    ids = IDS[:16]
+    design = {"round": 0, "universes": [{"id": i, "index": k, "shard": k // 4} for k, i in enumerate(ids)]}
+    records = [low_record(i, epochs=(0.1, 0.1 + 0.05 * k)) for k, i in enumerate(ids[:13])]
+    records += [low_record(ids[13], "diverged"), low_record(ids[14], "failed"), low_record(ids[15], fidelity=False)]
+    settings = {"share": 0.25, "probability": probability, "floor": 0.05, "metric": "val_acc"}
+    state = continuation_round(design, records, settings, seed=7)
+    us = state["universes"]
+    assert [u["final"] for u in us] == [False] * 13 + [True] * 3
+    assert all(u["probability"] == 1 and u["continued"] for u in us[13:])
+    p = np.array([u["probability"] for u in us[:13]])
+    assert p.sum() == pytest.approx(0.25 * 13) and p.min() >= 0.05
+    assert all(u["continued"] == (u["uniform"] < u["probability"]) for u in us[:13])
+    if probability == "uniform":
+        assert np.allclose(p, 0.25)
+    else:  # the universes whose low fidelity still moved most get the most
+        assert np.all(np.diff(p) >= -1e-12) and p[-1] > p[0]
+    again = continuation_round(design, records, {**settings, "share": 0.5}, seed=7)["universes"]
+    assert all(b["continued"] for a, b in zip(us, again) if a["continued"]), "a larger budget is nested"

@@ -228,3 +228,33 @@ def test_drawn_reads_a_multi_fidelity_table():
     summary = drawn.fidelity(["y"])["y"]
     assert summary["low_fidelity"] == n and summary["continued"] == 32
     assert "continued to full fidelity" in drawn.sample.note
+
+
+def test_a_claim_s_design_based_answer_says_what_it_rests_on():
+    """multiverse.claims.common.design_based on a multi-fidelity study: the answer carries
+    per metric the universes at each fidelity, the ESS and the predictor's correlation, and
+    the report words them (multiverse.html.fidelity_text)."""
+    import types
+
+    import pandas as pd
+
+    from multiverse.claims import common
+    from multiverse.html import fidelity_text
+    from multiverse.inference import Drawn
+    from multiverse.space import SearchSpace
+
+    space = SearchSpace.from_config({"x": {"type": "float", "low": 0.0, "high": 1.0}})
+    rng = np.random.default_rng(9)
+    x, y, low = draw(rng, 64)
+    xi, p = uniform_continuation(rng, 64, 24)
+    df = pd.DataFrame({"universe": [f"r0u{i}" for i in range(64)], "round": 0, "strategy": "sobol", "x": x,
+                       "y": np.where(xi, y, np.nan), "low_y": low, "continued": xi, "continuation_probability": p,
+                       "status": np.where(xi, "ok", "not_continued"), "design_weight": 1.0, "design_draws": 1.0})
+    drawn = Drawn(df, space, [{"x": v} for v in x], lambda m: df[m].to_numpy(float), seed=2,
+                  low=lambda m: df["low_" + m].to_numpy(float))
+    ctx = types.SimpleNamespace(drawn=lambda: drawn)
+    answer = common.design_based(ctx, ["y"], (lambda us, v: v["y"][:, None], lambda m: m[..., 0]), ">")
+    f = answer["fidelity"]["y"]
+    assert (f["low_fidelity"], f["continued"]) == (64, 24) and f["ess"] > 24 and f["predictor_correlation"] > 0.9
+    text = fidelity_text(answer["fidelity"])
+    assert "64 universes trained at the low fidelity, 24 continued" in text and "effective sample size" in text

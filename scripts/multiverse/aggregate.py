@@ -8,6 +8,7 @@ import pandas as pd
 
 from multiverse import METRICS, OPTIONAL_METRICS
 from multiverse.failures import CAUSES
+from multiverse.fidelity import LOW
 from multiverse.runtime import atomic_write, read_json, read_record, versions
 from multiverse.spec.strategies import uniform_round
 
@@ -37,6 +38,9 @@ def universe_row(record: Mapping[str, Any], space_names: Sequence[str], metrics:
         metrics = list(METRICS) + [m for m in OPTIONAL_METRICS if m in record["metrics"]]
     row.update({m: record["metrics"][m] for m in metrics})
     row.update({k: record.get(k) for k in OUTCOME_FIELDS})
+    if "low" in record:  # a multi-fidelity study (aggregate's with_fidelity)
+        row.update({LOW + m: v for m, v in record["low"].items()})
+        row.update(record["fidelity"])
     row.update({f"version_{k}": v for k, v in sorted(record.get("versions", {}).items())})
     return row
 
@@ -63,11 +67,33 @@ def write_table(df: pd.DataFrame, parquet_path: str, csv_path: str) -> None:
     atomic_write(csv_path, lambda tmp: df.to_csv(tmp, index=False, float_format="%.10g"))
 
 
+def with_fidelity(records: Sequence[dict[str, Any]], low_paths: Sequence[str], continuation_paths: Sequence[str],
+                  metrics: Sequence[str] | None = None) -> None:
+    """A multi-fidelity study's columns (:mod:`multiverse.fidelity`), added to each
+    full-fidelity metrics record in place: every metric's low-fidelity value
+    (``low_<metric>``), whether the universe was ``continued``, its
+    ``continuation_probability`` (as the draw stated it), whether it trained on
+    (``fidelity_trained``: not when its low fidelity was final) and the low fidelity's
+    epochs (``fidelity_epochs``)."""
+    low = {(r["id"], r.get("replicate", 0)): r for r in (read_record(p, RECORD_FIELDS) for p in low_paths)}
+    drawn = {u["id"]: u for c in map(read_json, continuation_paths) for u in c["universes"]}
+    for r in records:
+        lr, d = low[(r["id"], r.get("replicate", 0))], drawn[r["id"]]
+        names = metrics if metrics is not None else list(METRICS) + [m for m in OPTIONAL_METRICS if m in lr["metrics"]]
+        r["low"] = {m: lr["metrics"].get(m, float("nan")) for m in names}
+        r["fidelity"] = {"continued": d["continued"], "continuation_probability": d["probability"],
+                         "fidelity_trained": d["continued"] and not d["final"],
+                         "fidelity_epochs": lr.get("epochs_run")}
+
+
 def aggregate(
     metrics_paths: Sequence[str], design_paths: Sequence[str], space_names: Sequence[str],
     config_hash: str, parquet_path: str, csv_path: str, metrics: Sequence[str] | None = None,
+    low_paths: Sequence[str] | None = None, continuation_paths: Sequence[str] | None = None,
 ) -> pd.DataFrame:
-    """Build and write the multiverse table from the metrics records and design states."""
+    """Build and write the multiverse table from the metrics records and design states
+    (and, in a multi-fidelity study, the low-fidelity metrics and continuation draws:
+    :func:`with_fidelity`)."""
     designs = {d["round"]: d for d in map(read_json, design_paths)}
     records = []
     for path in metrics_paths:
@@ -80,6 +106,8 @@ def aggregate(
         r["design_weight"] = drawn.get("weight", 1.0 if uniform else None)
         r["design_draws"] = drawn.get("draws", 1 if uniform else None)
         records.append(r)
+    if low_paths:
+        with_fidelity(records, low_paths, continuation_paths, metrics)
     provenance = {"config_hash": config_hash, **{f"version_{k}": v for k, v in versions(["pandas", "pyarrow"]).items() if k != "python"}}
     df = multiverse_table(records, space_names, provenance, metrics)
     write_table(df, parquet_path, csv_path)

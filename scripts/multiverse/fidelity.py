@@ -18,7 +18,8 @@ continued before and trains only the new ones.
 
 from __future__ import annotations
 
-from typing import Sequence
+import math
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -66,3 +67,84 @@ def uniform_numbers(seed: int, ids: Sequence[str]) -> np.ndarray:
 def continuation_draw(seed: int, ids: Sequence[str], probability: np.ndarray) -> np.ndarray:
     """Whether each universe is continued: its :func:`uniform_numbers` below its probability."""
     return uniform_numbers(seed, ids) < np.asarray(probability, dtype=float)
+
+
+#: A universe's status at full fidelity when the draw did not continue it.
+NOT_CONTINUED = "not_continued"
+
+
+def low_epochs(settings: Mapping[str, Any], planned: int | None) -> int | None:
+    """The epochs of a universe's low fidelity (``design.fidelity``): ``epochs``, or
+    ``ceil(fraction * planned)``, at most the ``planned`` epochs (None: not known, e.g.
+    params that fail; the low fidelity is then the first epoch)."""
+    if "epochs" in settings:
+        k = int(settings["epochs"])
+    else:
+        k = math.ceil(float(settings["fraction"]) * (planned or 1))
+    return max(1, min(k, planned)) if planned else max(1, k)
+
+
+def active_score(history: Sequence[Mapping[str, Any]], metric: str) -> float:
+    """How much a universe's low-fidelity outcome still moves: the change of ``metric``
+    over the second half of its low-fidelity epochs (``|m(e) - m(ceil(e / 2))|``, from
+    its per-epoch history), a stand-in, measured before the draw, for how far its final
+    outcome lies from the low-fidelity one (NaN where the history does not say)."""
+    values = [h.get(metric) for h in history]
+    if not values or values[-1] is None:
+        return float("nan")
+    half = values[max(0, math.ceil(len(values) / 2) - 1)]
+    try:
+        return abs(float(values[-1]) - float(half))
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+def is_final(record: Mapping[str, Any]) -> bool:
+    """Whether a universe's low-fidelity run is already its full-fidelity run: it
+    diverged or failed (a longer run of the same universe would too: its first epochs
+    are the same), or it had no epochs left (its record says no ``fidelity_epochs``)."""
+    return record.get("status") in ("diverged", "failed") or "fidelity_epochs" not in record
+
+
+def continuation_round(design: Mapping[str, Any], low_records: Sequence[Mapping[str, Any]],
+                       settings: Mapping[str, Any], seed: int) -> dict[str, Any]:
+    """A design round's continuation draw (rule ``continuation``), from its universes'
+    low-fidelity train records (``low_records``: every seed's). Each universe's
+    probability (``settings``: ``design.fidelity``) is stated here, from what the low
+    fidelity shows, before any full-fidelity outcome exists; the continued universes are
+    those whose :func:`uniform_numbers` fall below it.
+
+    - ``probability: uniform``: every universe ``share``; ``active``: in proportion to
+      :func:`active_score` (averaged over the universe's seeds), at least ``floor``,
+      summing to ``share`` times the universes (:func:`continuation_probabilities`).
+    - A universe whose low fidelity is final (:func:`is_final`, every seed) is
+      continued with probability 1 at no cost, and does not count against the budget.
+    """
+    by_id: dict[str, list] = {}
+    for r in low_records:
+        by_id.setdefault(r["id"], []).append(r)
+    universes = sorted(design["universes"], key=lambda u: u["index"])
+    ids = [u["id"] for u in universes]
+    final = np.array([all(is_final(r) for r in by_id.get(i, [{"status": "failed"}])) for i in ids], dtype=bool)
+    metric = settings.get("metric")
+    if settings.get("probability", "uniform") == "active":
+        score = np.array([np.nanmean([active_score(r.get("history") or [], metric) for r in by_id.get(i, [])] or [np.nan])
+                          for i in ids], dtype=float)
+    else:
+        score = np.ones(len(ids))
+    p = np.ones(len(ids))
+    floor, share = float(settings.get("floor", 0.1)), float(settings.get("share", 0.33))
+    if (~final).any():
+        p[~final] = continuation_probabilities(score[~final], share * (~final).sum(), min(floor, share))
+    continued = final | continuation_draw(seed, ids, p)
+    u = uniform_numbers(seed, ids)
+    return {
+        "round": design["round"],
+        "settings": {k: settings[k] for k in sorted(settings)},
+        "expected": float(p[~final].sum()),
+        "universes": [
+            {"id": i, "index": x["index"], "shard": x["shard"], "probability": float(pi), "uniform": float(ui),
+             "continued": bool(c), "final": bool(f), "score": None if not np.isfinite(s) else float(s)}
+            for i, x, pi, ui, c, f, s in zip(ids, universes, p, u, continued, final, score)
+        ],
+    }

@@ -11,6 +11,7 @@ import html as _html
 from pathlib import Path
 from typing import Any, Mapping
 
+import numpy as np
 import pandas as pd
 
 from multiverse.aggregate import status_table
@@ -153,6 +154,8 @@ def write_report(path: str, config: Mapping[str, Any], df: pd.DataFrame, result:
         d = c.design or {}
         if d.get("note"):
             parts.append(f"<p><b>Design-based answer read from:</b> {_html.escape(d['note'])}.</p>")
+        if d.get("fidelity"):
+            parts.append(f"<p><b>Multi-fidelity:</b> {_html.escape(fidelity_text(d['fidelity']))}.</p>")
         parts += [_img(main_png, f"{c.statement}: the evidence behind the verdict"),
                   _img(where_png, f"{c.statement}: where in the multiverse it holds")]
     parts += ["<h2 id='sobol'>Which choices matter: Sobol indices</h2>",
@@ -176,3 +179,17 @@ def write_report(path: str, config: Mapping[str, Any], df: pd.DataFrame, result:
         parts.append(_img(out["curves"][m], f"Specification curve of {m}"))
     parts.append("</body></html>")
     atomic_write(path, lambda tmp: Path(tmp).write_text("\n".join(parts), encoding="utf-8"))
+
+
+def fidelity_text(fidelity: Mapping[str, Mapping[str, Any]]) -> str:
+    """A multi-fidelity answer's basis in words, per metric
+    (:func:`multiverse.estimators.fidelity_summary`)."""
+    def num(x: Any, f: str) -> str:
+        return "n/a" if x is None or not np.isfinite(x) else format(x, f)
+
+    return "; ".join(
+        f"{m}: {s['low_fidelity']} universes trained at the low fidelity, {s['continued']} continued to full fidelity "
+        f"({s['continued_trained']} trained on, {s['continued'] - s['continued_trained']} final at the low fidelity); "
+        f"effective sample size {num(s['ess'], '.0f')} (universes trained to the end that would give its mean the same "
+        f"standard error); the low fidelity's correlation with the final {m} {num(s['predictor_correlation'], '.2f')}"
+        for m, s in fidelity.items())

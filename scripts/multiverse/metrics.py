@@ -16,6 +16,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from multiverse.data import read_data
+from multiverse.fidelity import NOT_CONTINUED
 from multiverse.runtime import read_record, universe_fields, write_json
 
 # torch is imported where a built-in model is evaluated: a user's training's metrics
@@ -49,7 +50,7 @@ def universe_metrics(
     from multiverse.train import as_tensors, evaluate, make_model, network, resolve_device
 
     splits = ("train", "val", "test") + (("ood",) if "X_ood" in data else ())
-    if record["status"] == "failed":
+    if record["status"] in ("failed", NOT_CONTINUED):  # no trained model (NOT_CONTINUED: multiverse.fidelity)
         out = {f"{s}_{m}": math.nan for s in splits for m in ("acc", "loss")}
         out["gap"] = math.nan
         if sharpness is not None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import math
+import shutil
 import time
 import zlib
 from functools import partial
@@ -32,9 +33,10 @@ from multiverse.errors import Preempted
 from multiverse.nets import (  # noqa: F401  (make_model, scaled_lr re-exported: callers import them from here)
     DEFAULT_BASE_BATCH, DEFAULT_EPS, DEFAULT_MOMENTUM, as_tensors, budget, count_classes, make_model, network,
     scaled_lr)
+from multiverse.fidelity import NOT_CONTINUED, low_epochs
 from multiverse.failures import ATTEMPTS, Attempts, cause_of, failed_record, stop_requested  # noqa: F401  (failed_record re-exported)
 from multiverse.runtime import (  # noqa: F401  (DeviceUnavailable re-exported)
-    DeviceUnavailable, atomic_write, take_gpu_share, universe_fields, versions)
+    DeviceUnavailable, atomic_write, read_json, take_gpu_share, universe_fields, versions, write_json)
 from multiverse.runtime import resolve_device as node_device
 from multiverse.shard import lane_slots, run_dir, train_slots
 
@@ -377,12 +379,15 @@ def train_universe(
 clear_runs = partial(shard.clear_runs, names=RUN_FILES, own_folder=True)
 
 
-def keep_final(run: Path, key: Mapping[str, Any], state: Mapping[str, torch.Tensor], record: Mapping[str, Any]) -> None:
+def keep_final(run: Path, key: Mapping[str, Any], state: Mapping[str, torch.Tensor], record: Mapping[str, Any],
+               drop_checkpoint: bool = True) -> None:
     """Keep a finished universe's weights and record in its ``run/`` folder (:data:`FINAL`)
-    until its shard is done, and drop its checkpoint."""
+    until its shard is done, and drop its checkpoint (unless not ``drop_checkpoint``: a
+    low fidelity's, which its resume file copies)."""
     final = {"key": key, "state": state, "record": record}
     atomic_write(run / FINAL, lambda tmp: torch.save(final, tmp))
-    (run / CHECKPOINT).unlink(missing_ok=True)
+    if drop_checkpoint:
+        (run / CHECKPOINT).unlink(missing_ok=True)
 
 
 def train_stacks(data: Mapping[str, np.ndarray], universes: Sequence[Mapping[str, Any]], model: Mapping[str, Any],
@@ -480,8 +485,19 @@ def train_shard(
     retries: int = 1,
     checkpoint_every: int = 1,
     lane: tuple[int, int] = (0, 1),
+    fidelity: Mapping[str, Any] | None = None,
+    resume_paths: Sequence[str] | None = None,
+    subset: Sequence[int] | None = None,
 ) -> None:
     """Train each universe of a shard and write its weights and record (slot order).
+
+    ``fidelity`` (``design.fidelity``, :mod:`multiverse.fidelity`): train each universe at
+    its low fidelity only (its first :func:`multiverse.fidelity.low_epochs` epochs under
+    the full schedule) and write the training state it stopped in to ``resume_paths``
+    (one a slot), from which :func:`train_continued_shard` resumes the continued ones.
+    Universes train one at a time then (``training.pack`` does not stop part-way).
+    ``subset``: train only these slots (the continued universes of
+    :func:`train_continued_shard`), and keep their ``run/`` folders when done.
     ``lane`` ``(i, k)``: only slots ``i, i + k, ...``, one of the k lanes of
     ``training.per_device`` (:func:`multiverse.failures.guard_lanes`); a lane keeps its
     universes' ``run/`` files until every lane is done (:func:`clear_runs`), so that a
@@ -507,16 +523,27 @@ def train_shard(
     """
     device = resolve_device(training["device"], log)  # no GPU where one is asked for: stop before any universe
     data = read_data(data_path)
-    universes, model_paths, record_paths = lane_slots(universes, lane, model_paths, record_paths)
+    universes, model_paths, record_paths, *resume = lane_slots(universes, lane, model_paths, record_paths,
+                                                               *([resume_paths] if fidelity is not None else []))
+    if subset is not None:
+        keep_slots = [i for i, u in enumerate(universes) if u["slot"] in set(subset)]
+        universes, model_paths, record_paths = ([xs[i] for i in keep_slots] for xs in (universes, model_paths, record_paths))
     take_gpu_share(device.type, log)
     env = versions(["torch", "numpy"])
     clock = ShardClock([planned_epochs(u["params"], training["epochs"], len(data["y_train"])) for u in universes], lane)
     digest = data_digest(data)  # once per shard, for every universe's key
-    pack = "auto" if training.get("pack") == "auto" else "off"  # YAML reads a bare off as false
+    # YAML reads a bare off as false; a low fidelity stops part-way and a continuation resumes: one at a time
+    pack = "auto" if training.get("pack") == "auto" and fidelity is None and subset is None else "off"
     runs = [run_dir(r) for r in record_paths]
-    keys = [{"universe": universe_fields(u), **({"pack": pack} if pack != "off" else {}), **universe_key(
+    n_train = len(data["y_train"])
+    stops = [None if fidelity is None else low_epochs(fidelity, planned_epochs(u["params"], training["epochs"], n_train))
+             for u in universes]
+    if fidelity is not None:
+        clock = ShardClock(stops, lane)
+    keys = [{"universe": universe_fields(u), **({"pack": pack} if pack != "off" else {}),
+             **({"fidelity_epochs": k} if k is not None else {}), **universe_key(
         digest, u["params"], seed=u["seed"], epochs=training["epochs"], width=model["width"], depth=model["depth"],
-        arch=model["arch"], base_batch=training["base_batch"], device=device.type)} for u in universes]
+        arch=model["arch"], base_batch=training["base_batch"], device=device.type)} for u, k in zip(universes, stops)]
     stacked = set()
     if pack == "auto":
         stacked = train_stacks(data, universes, model, training, runs, keys, log, clock, env, device, checkpoint_every)
@@ -531,12 +558,72 @@ def train_shard(
             depth=model["depth"], device=training["device"], arch=model["arch"],
             base_batch=training["base_batch"], progress=Progress(u["id"], log, clock, slot),
             checkpoint_path=run / CHECKPOINT, checkpoint_every=checkpoint_every, log=log, digest=digest,
+            stop_after=stops[slot],
         )
 
     def write(slot: int, state: Mapping[str, torch.Tensor]) -> None:
         atomic_write(model_paths[slot], lambda tmp: torch.save(state, tmp))
+        if fidelity is not None:  # where a continuation resumes (a universe final at its low fidelity: none)
+            checkpoint = runs[slot] / CHECKPOINT
+            atomic_write(resume[0][slot], lambda tmp: shutil.copyfile(checkpoint, tmp) if checkpoint.exists()
+                         else torch.save({"final": True}, tmp))
 
+    # at a low fidelity, a finished universe keeps its checkpoint (what its resume file copies)
+    keep = keep_final if fidelity is None else partial(keep_final, drop_checkpoint=False)
     train_slots(universes, record_paths, keys, log, kept_name=FINAL, read_kept=read_final, train=train,
-                keep=keep_final, clear_runs=clear_runs, env=env, clock=clock, retries=retries, lane=lane,
+                keep=keep, clear_runs=clear_runs if subset is None else lambda _: None, env=env, clock=clock, retries=retries, lane=lane,
                 write=write, quiet=stacked,
                 outcome=lambda r: f" ({r['failure']}: {r['error']})" if r["status"] == "failed" else "")
+
+
+def train_continued_shard(
+    data_path: str,
+    universes: Sequence[Mapping[str, Any]],
+    continuation: Mapping[str, Any],
+    model: Mapping[str, Any],
+    training: Mapping[str, Any],
+    low: Mapping[str, Sequence[str]],
+    model_paths: Sequence[str],
+    record_paths: Sequence[str],
+    log: logging.Logger,
+    retries: int = 1,
+    checkpoint_every: int = 1,
+) -> None:
+    """Rule ``train_continued``: a shard's universes at full fidelity, as the round's
+    continuation draw (``continuation``, :func:`multiverse.fidelity.continuation_round`)
+    says. A continued universe resumes from its low-fidelity training state
+    (``low["resume"]``, one a slot) and trains only the epochs left (on the CPU, bitwise
+    as one trained to the end in one go); one whose low fidelity was final (diverged,
+    failed, no epochs left) is its low-fidelity result (``low["models"]``,
+    ``low["records"]``); one not continued is recorded ``not_continued`` (no weights).
+
+    The continued universes' results stay in their ``run/`` folders after the shard is
+    done (the study's only copy besides the outputs, which Snakemake deletes before a
+    rerun): a rerun with a larger continuation budget keeps them (logged ``kept``) and
+    trains only the universes newly continued."""
+    drawn = {u["id"]: u for u in continuation["universes"]}
+    universes = sorted(universes, key=lambda u: u["slot"])
+    trained = []
+    for slot, u in enumerate(universes):
+        d = drawn[u["id"]]
+        if d["continued"] and not d["final"]:
+            checkpoint = run_dir(record_paths[slot]) / CHECKPOINT
+            if not checkpoint.exists():  # a rerun of a killed job resumes from where it got to
+                checkpoint.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(low["resume"][slot], checkpoint)
+            trained.append(slot)
+            continue
+        if d["continued"]:  # its low fidelity is its full fidelity
+            state = torch.load(low["models"][slot], weights_only=True)
+            record = read_json(low["records"][slot])
+            log.info("%s: final at its low fidelity (%s), not trained further", u["id"], record["status"])
+        else:
+            state, record = {}, {**universe_fields(u), "status": NOT_CONTINUED, "train_seconds": 0.0,
+                                 "epochs_run": 0, "continuation_probability": d["probability"],
+                                 "versions": versions(["torch", "numpy"])}
+            log.info("%s: not continued (probability %.3f)", u["id"], d["probability"])
+        atomic_write(model_paths[slot], lambda tmp, state=state: torch.save(state, tmp))
+        write_json(record_paths[slot], record)
+    if trained:
+        train_shard(data_path, universes, model, training, model_paths, record_paths, log, retries=retries,
+                    checkpoint_every=checkpoint_every, subset=trained)

@@ -4,6 +4,9 @@ rule aggregate:
         designs=expand(f"{OUT}/design/round_{{round}}.json", round=ROUNDS),
         # on a cluster, each submission's marker (it joins the submission's shards)
         submissions=submission_markers(ROUNDS),
+        # design.fidelity: every universe's low-fidelity metrics and each round's continuation draw
+        **({"low": universe_files(LOW + "metrics.json", ROUNDS),
+            "continuations": expand(f"{OUT}/design/continue_{{round}}.json", round=ROUNDS)} if FIDELITY else {}),
     output:
         parquet=f"{OUT}/multiverse.parquet",
         csv=report(

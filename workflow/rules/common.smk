@@ -19,10 +19,12 @@ except ImportError as err:
 from multiverse.spec import (  # noqa: E402
     check_config,
     compose,
+    continuation_settings,
     data_file,
     derive_rounds,
     gpus_per_job,
     load_config,
+    low_fidelity,
     multiverse_hash,
     n_shards,
     reads_outcomes,
@@ -61,6 +63,10 @@ RESOURCES = config["resources"]
 GPUS = gpus_per_job(config)
 # a train job: training.per_device universes at once, each with training.threads and mem_mb
 TRAIN_JOB = train_job_size(config)
+# design.fidelity (multiverse.fidelity): every universe trains at a low fidelity into its
+# low/ folder (rule train), and a random subset is continued (rules/fidelity.smk)
+FIDELITY = bool(config["design"].get("fidelity"))
+LOW = "low/" if FIDELITY else ""
 
 # On a cluster, a round's shards (each a train job and its metrics job) travel in
 # submissions of as many shards as fit the declared node side by side (`cluster:`,
@@ -79,15 +85,22 @@ def submission_group(wildcards):
     return f"round{wildcards.round}-seed{wildcards.replicate}-part{part}"
 
 
+def continued_group(wildcards):
+    """design.fidelity: the group of a continued shard's jobs, a submission apart from its
+    low-fidelity one (the round's continuation draw stands between them)."""
+    return "continued-" + submission_group(wildcards)
+
+
 def submission_markers(rounds):
     """The markers of every submission of `rounds` (none without a declared node)."""
     if not CLUSTER:
         return []
     return [
-        f"{OUT}/universes/r{r}/seed{j}_part{p}.done"
+        f"{OUT}/universes/r{r}/seed{j}_part{p}{stage}.done"
         for r in rounds
         for j in SEEDS
         for p in range(-(-n_shards(config, r) // PER_SUBMISSION))
+        for stage in ([".low", ""] if FIDELITY else [""])
     ]
 
 

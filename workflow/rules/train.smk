@@ -1,4 +1,5 @@
-# Each job trains one shard of a design round under one seed: the built-in trainer
+# Each job trains one shard of a design round under one seed (with design.fidelity, at the
+# low fidelity, into each universe's low/ folder: rules/fidelity.smk continues a random subset): the built-in trainer
 # (multiverse.train) writes each universe's weights and record; a user's training
 # (training.entrypoint or training.command, multiverse.entrypoint) its record with its
 # metrics, and keeps its own artefacts in the universe's run/ folder. With
@@ -10,8 +11,10 @@ rule train:
         design=f"{OUT}/design/round_{{round}}.json",
         **({"data": DATA} if DATA else {}),
     output:
-        **({"models": shard_files("model.pt")} if BUILTIN else {}),
-        records=shard_files("train.json"),
+        **({"models": shard_files(LOW + "model.pt")} if BUILTIN else {}),
+        records=shard_files(LOW + "train.json"),
+        # design.fidelity: the training state each universe stopped in (rule train_continued resumes it)
+        **({"resume": shard_files(LOW + "resume.pt")} if FIDELITY else {}),
     log:
         f"{OUT}/logs/train/r{{round}}_s{{shard}}_seed{{replicate}}.log",
     benchmark:
@@ -29,6 +32,8 @@ rule train:
             }
         ),
         seed=config["seed"],
+        # only with design.fidelity, so that a study without one keeps its params (and finished jobs)
+        **({"fidelity": low_fidelity(config)} if FIDELITY else {}),
     threads: TRAIN_JOB["threads"]
     resources:
         mem_mb=TRAIN_JOB["mem_mb"],

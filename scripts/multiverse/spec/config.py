@@ -377,6 +377,37 @@ def check_design(config: Mapping[str, Any], metrics: Mapping[str, Any]) -> None:
     combos = level_combinations(space)
     if design["candidates"] * combos < design["batch"]:
         raise ConfigError("design.candidates", f"at least batch / {combos} level combinations", design["candidates"])
+    if design.get("fidelity"):
+        check_fidelity(config, metrics)
+
+
+def check_fidelity(config: Mapping[str, Any], metrics: Mapping[str, Any]) -> None:
+    """``design.fidelity`` (:mod:`multiverse.fidelity`): every round a uniform draw (a GP
+    round would read full-fidelity outcomes that only the continued universes have), the
+    built-in trainer (a user's training has no resume contract yet), one low fidelity,
+    and no metric named as a low-fidelity column is."""
+    design, fidelity = config["design"], config["design"]["fidelity"]
+    if not STRATEGIES[design["strategy"]].uniform:
+        uniform = [name for name, s in STRATEGIES.items() if s.uniform]
+        raise ConfigError("design.fidelity", f"design.strategy among {uniform} (every universe drawn uniformly, so "
+                          "that each continued one stands for the others)", design["strategy"])
+    if trainer(config) != "builtin":
+        raise ConfigError("design.fidelity", "the built-in trainer: a training.entrypoint or training.command has no "
+                          "low-fidelity contract yet")
+    given = [k for k in ("epochs", "fraction") if k in fidelity]
+    if len(given) != 1:
+        raise ConfigError("design.fidelity", "exactly one of epochs (the low fidelity's epochs) and fraction (of "
+                          "each universe's epochs)", given or None)
+    if "epochs" in fidelity and config["training"].get("epochs") is not None \
+            and fidelity["epochs"] >= config["training"]["epochs"]:
+        raise ConfigError("design.fidelity.epochs", f"fewer than training.epochs ({config['training']['epochs']})",
+                          fidelity["epochs"])
+    if fidelity.get("metric"):
+        check_metric(fidelity["metric"], "design.fidelity.metric", metrics)
+    for name in metrics:
+        if name.startswith("low_"):
+            raise ConfigError(f"metrics.{name}", "a metric name not starting with low_ (a multi-fidelity table's "
+                              "low-fidelity columns do)", name)
 
 
 def level_combinations(space: Mapping[str, Mapping[str, Any]]) -> int:

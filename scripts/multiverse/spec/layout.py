@@ -83,3 +83,19 @@ def shards_per_submission(config: Mapping[str, Any]) -> int:
         if job:
             fits.append(capacity // job)
     return max(1, min(fits))
+
+
+def low_fidelity(config: Mapping[str, Any]) -> dict[str, Any]:
+    """``design.fidelity``'s low fidelity, what rule train's universes stop at: ``{"epochs": k}``
+    or ``{"fraction": q}`` (:func:`multiverse.fidelity.low_epochs`)."""
+    f = config["design"]["fidelity"]
+    return {k: f[k] for k in ("epochs", "fraction") if k in f}
+
+
+def continuation_settings(config: Mapping[str, Any]) -> dict[str, Any]:
+    """``design.fidelity``'s continuation draw (rule continuation): ``share``, ``probability``,
+    ``floor`` and the ``metric`` the active probabilities follow (default: the first of
+    ``design.outcomes``)."""
+    f = config["design"]["fidelity"]
+    return {"share": f["share"], "probability": f["probability"], "floor": f["floor"],
+            "metric": f.get("metric") or config["design"]["outcomes"][0]}
