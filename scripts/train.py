@@ -47,6 +47,7 @@ else:
         train_user_shard(
             universes, snakemake.params.training, snakemake.params.metrics, snakemake.output.records, log,
             data_path=snakemake.input.get("data"), retries=retries, lane=(lane, lanes),
+            fidelity=snakemake.params.get("fidelity"),
         )
 try:
     guard_lanes([lambda lane=lane: work(lane) for lane in range(lanes)], log, retries=retries, timeout=timeout)

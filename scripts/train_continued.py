@@ -1,5 +1,6 @@
 """Rule train_continued: one shard's universes at full fidelity, as the round's continuation
-draw says (multiverse.train.train_continued_shard): a continued universe resumes from its
+draw says (multiverse.train.train_continued_shard; a user's training:
+multiverse.entrypoint.train_user_continued_shard): a continued universe resumes from its
 low-fidelity training state, one not continued is recorded as such. Guarded as rule train
 is (multiverse.failures.guard)."""
 import sys
@@ -22,16 +23,25 @@ continuation = read_json(snakemake.input.continuation)
 retries = snakemake.config["training"]["retries"]
 timeout = snakemake.config["training"].get("timeout")
 
-from multiverse.train import train_continued_shard  # noqa: E402  (torch after the thread settings)
+if "models" in snakemake.output.keys():
+    from multiverse.train import train_continued_shard  # noqa: E402  (torch after the thread settings)
 
+    def work():
+        train_continued_shard(
+            snakemake.input.data, universes, continuation, snakemake.params.model, snakemake.params.training,
+            {"resume": snakemake.input.resume, "models": snakemake.input.low_models,
+             "records": snakemake.input.low_records},
+            snakemake.output.models, snakemake.output.records, log, retries=retries,
+            checkpoint_every=snakemake.config["training"]["checkpoint_every"],
+        )
+else:
+    from multiverse.entrypoint import train_user_continued_shard
 
-def work():
-    train_continued_shard(
-        snakemake.input.data, universes, continuation, snakemake.params.model, snakemake.params.training,
-        {"resume": snakemake.input.resume, "models": snakemake.input.low_models, "records": snakemake.input.low_records},
-        snakemake.output.models, snakemake.output.records, log, retries=retries,
-        checkpoint_every=snakemake.config["training"]["checkpoint_every"],
-    )
+    def work():
+        train_user_continued_shard(
+            universes, continuation, snakemake.params.training, snakemake.params.metrics, snakemake.input.low_records,
+            snakemake.output.records, log, data_path=snakemake.input.get("data"), retries=retries,
+        )
 
 
 try:

@@ -137,3 +137,70 @@ def test_a_larger_budget_trains_only_the_new_continuations(fidelity_run, tmp_pat
     assert trained == new - set(after.loc[~after["fidelity_trained"], "id"])
     assert not re.search(r"r\du\d+ epoch 1/3", logs), "no low-fidelity epoch is trained twice"
     assert logs.count("resumed from") == len(trained)
+
+
+#: A user's training under the low-fidelity contract: an SGD linear classifier, one
+#: partial_fit per epoch, its state in run_dir; it trains the first `stop_after` epochs
+#: (None: to the end, resuming from run_dir) and logs every epoch it trains.
+SGD_STUDY = '''
+import os
+import pickle
+
+from sklearn.linear_model import SGDClassifier
+
+EPOCHS = 6
+
+
+def train(C, data, seed, run_dir, stop_after=None, progress=None, **_):
+    path = os.path.join(run_dir, "sgd.pkl")
+    if os.path.exists(path):
+        with open(path, "rb") as f:
+            model, done = pickle.load(f)
+    else:
+        model, done = SGDClassifier(alpha=1.0 / (C * len(data["train"][1])), random_state=seed), 0
+    with open(os.path.join(run_dir, "epochs.log"), "a") as log:
+        for epoch in range(done + 1, (stop_after or EPOCHS) + 1):
+            model.partial_fit(*data["train"], classes=[0, 1])
+            log.write(f"{epoch}\\n")
+            progress(epoch=epoch)
+            done = epoch
+    with open(path, "wb") as f:
+        pickle.dump((model, done), f)
+    return {**{f"{s}_acc": float(model.score(*data[s])) for s in ("train", "val", "test")}, "support_share": 0.0}
+'''
+
+
+@pytest.mark.slow
+def test_a_users_training_resumes_in_its_run_dir_under_the_contract(tmp_path):
+    """training.entrypoint under design.fidelity: the function is given stop_after (the low
+    fidelity's epochs), then for a continued universe None in the same run_dir: no epoch
+    runs twice, and its metrics are those of the same universe trained in one go."""
+    import subprocess
+    import sys
+
+    from conftest import svm_project
+
+    def study(name, fidelity):
+        overlay = {"design": {"strategy": "sobol", "initial": 8, "rounds": 0, "batch": 4,
+                              **({"fidelity": fidelity} if fidelity else {})},
+                   "training": {"entrypoint": "sgd_study:train", "shard_size": 4, "epochs": 6}}
+        project = svm_project(tmp_path / name, {"src/sgd_study.py": SGD_STUDY}, overlay)
+        res = subprocess.run([sys.executable, "-m", "snakemake", "results/svm_breast_cancer/multiverse.parquet",
+                              "--cores", "2", "--configfile", "tiny.yaml"],
+                             cwd=project, capture_output=True, text=True, timeout=900)
+        assert res.returncode == 0, (res.stdout + res.stderr)[-4000:]
+        return project / "results" / "svm_breast_cancer"
+
+    out = study("fidelity", {"epochs": 2, "share": 0.5})
+    plain = study("plain", None)
+    df, ref = (pd.read_parquet(o / "multiverse.parquet").set_index("id") for o in (out, plain))
+    assert df["continued"].any() and (~df["continued"]).any()
+    for uid, row in df.iterrows():
+        rel = f"universes/r0/s{row['index'] // 4}/u{row['index'] % 4}/seed0"
+        epochs = (out / rel / "low/run/epochs.log").read_text().split()
+        if row["continued"]:
+            assert epochs == [str(e) for e in range(1, 7)], "each epoch once, the continuation after the low fidelity"
+            assert row["test_acc"] == ref.loc[uid, "test_acc"] and row["val_acc"] == ref.loc[uid, "val_acc"]
+        else:
+            assert epochs == ["1", "2"] and row["status"] == "not_continued" and pd.isna(row["test_acc"])
+        assert pd.notna(row["low_test_acc"])

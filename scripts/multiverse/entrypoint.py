@@ -47,6 +47,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from multiverse import shard
 from multiverse.errors import Preempted, UniverseDied, UniverseError  # noqa: F401  (UniverseError re-exported)
+from multiverse.fidelity import NOT_CONTINUED, low_epochs
 from multiverse.failures import ATTEMPTS, TAIL_LINES, die_with_parent, exit_words, stop_requested, with_output
 from multiverse.runtime import (
     atomic_write, resolve_device, take_gpu_share, universe_fields, versions, write_json)
@@ -285,29 +286,44 @@ def run_command(args: Sequence[str], out: Path, universe_id: str, log: logging.L
 
 def train_user_universe(universe: Mapping[str, Any], training: Mapping[str, Any], declared: Mapping[str, Any],
                         run_dir: Path, data: Any, data_path: str | None, log: logging.Logger,
-                        fn: Callable | None = None, clock: ShardClock | None = None, slot: int = 0) -> dict[str, Any]:
+                        fn: Callable | None = None, clock: ShardClock | None = None, slot: int = 0,
+                        stop_after: int | None = None) -> dict[str, Any]:
     """One attempt at one universe with the user's entry point (``fn``) or command; its
     record (``status`` ``ok``, ``metrics``, ``history``) or a raised error. ``clock`` and
-    ``slot``: the shard's, for the ETA of the epoch lines (:class:`Progress`)."""
+    ``slot``: the shard's, for the ETA of the epoch lines (:class:`Progress`).
+
+    ``stop_after`` (``design.fidelity``'s low fidelity, :mod:`multiverse.fidelity`): the
+    code is given it (an entry point as ``stop_after``, a command as ``{stop_after}``,
+    left out with its flag when None): train the first ``stop_after`` epochs of the full
+    run, under its full schedule, save in ``run_dir`` what resuming needs, and return the
+    metrics there. Called again with ``stop_after`` None and the same ``run_dir``, it
+    resumes and trains to the end. The record says ``fidelity_epochs`` where the low
+    fidelity stopped before the universe's epochs (``epochs`` among its choices, else
+    ``training.epochs``)."""
     run_dir.mkdir(parents=True, exist_ok=True)
     params = dict(universe["params"])
     device = resolve_device(training.get("device", "cpu"))  # checked once per shard (train_user_shard)
     progress = Progress(universe["id"], log, clock, slot)
     if fn is not None:
         result = call(fn, {**params, "params": params, "seed": universe["seed"], "device": device,
-                           "run_dir": str(run_dir), "data": data, "progress": progress})
+                           "run_dir": str(run_dir), "data": data, "progress": progress, "stop_after": stop_after})
         history = progress.history
     else:
         out = run_dir / "metrics.json"
         values = {**{k: v for k, v in params.items() if v is not None}, "seed": universe["seed"], "out": str(out),
-                  "run_dir": str(run_dir), "device": device, "data": data_path or "", "python": sys.executable}
-        args = command_args(training["command"], values, [k for k, v in params.items() if v is None])
+                  "run_dir": str(run_dir), "device": device, "data": data_path or "", "python": sys.executable,
+                  **({"stop_after": stop_after} if stop_after is not None else {})}
+        inactive = [k for k, v in params.items() if v is None] + (["stop_after"] if stop_after is None else [])
+        args = command_args(training["command"], values, inactive)
         result = run_command(args, out, universe["id"], log)
         # its epochs were logged live, from its output; its own history is kept as written
         history = result.get("history", []) if isinstance(result, Mapping) else []
     metrics = checked_metrics(result, declared)
+    planned = params.get("epochs") or training.get("epochs")
     return {"status": "ok", "metrics": metrics, "history": history,
-            "train_seconds": time.perf_counter() - progress.start, "epochs_run": len(history)}
+            "train_seconds": time.perf_counter() - progress.start, "epochs_run": len(history),
+            **({"fidelity_epochs": stop_after} if stop_after is not None and (planned is None or stop_after < planned)
+               else {})}
 
 
 def read_prepared(path: str | None) -> Any:
@@ -369,7 +385,9 @@ def read_kept(path: Path, key: Mapping[str, Any], declared: Mapping[str, Any], l
 
 def train_user_shard(universes: Sequence[Mapping[str, Any]], training: Mapping[str, Any],
                      declared: Mapping[str, Any], record_paths: Sequence[str], log: logging.Logger,
-                     data_path: str | None = None, retries: int = 1, lane: tuple[int, int] = (0, 1)) -> None:
+                     data_path: str | None = None, retries: int = 1, lane: tuple[int, int] = (0, 1),
+                     fidelity: Mapping[str, Any] | None = None, subset: Sequence[int] | None = None,
+                     user_runs: Sequence[str] | None = None) -> None:
     """Train each universe of a shard with the user's code and write its record (slot
     order): its identity, outcome, metrics (NaN for a failed one) and history. Each
     universe's ``run_dir`` is ``run/`` beside its record.
@@ -383,10 +401,21 @@ def train_user_shard(universes: Sequence[Mapping[str, Any]], training: Mapping[s
     CUDA gets its lane's share of the GPU's memory, a command reads it from the
     environment (``MULTIVERSE_GPU_SHARE``); a lane keeps its kept records until every
     lane is done (:func:`clear_runs`).
+
+    ``fidelity`` (``design.fidelity``): each universe at its low fidelity only (its code
+    given ``stop_after``, :func:`train_user_universe`). ``subset``: train only these
+    slots (the continued universes of :func:`train_user_continued_shard`), each in
+    ``user_runs``' folder (one a slot: its low fidelity's ``run_dir``, where it resumes).
     """
     device = resolve_device(training.get("device", "cpu"), log)  # no GPU where one is asked for: stop before any universe
 
-    universes, record_paths = lane_slots(universes, lane, record_paths)
+    user_runs = list(user_runs) if user_runs is not None else [None] * len(record_paths)
+    universes, record_paths, user_runs = lane_slots(universes, lane, record_paths, user_runs)
+    if subset is not None:
+        keep_slots = [i for i, u in enumerate(universes) if u["slot"] in set(subset)]
+        universes, record_paths, user_runs = ([xs[i] for i in keep_slots] for xs in (universes, record_paths, user_runs))
+    stops = [None if fidelity is None else low_epochs(fidelity, u["params"].get("epochs") or training.get("epochs"))
+             for u in universes]
     fn = load(training["entrypoint"], training.get("pythonpath", [])) if training.get("entrypoint") else None
     data = read_prepared(data_path) if fn is not None else None
     if fn is not None:  # in this process: cap its CUDA memory to the lane's share
@@ -395,14 +424,17 @@ def train_user_shard(universes: Sequence[Mapping[str, Any]], training: Mapping[s
     clock = ShardClock([None] * len(universes), lane)
     # JSON's form (tuples as lists), as the kept file holds it
     keys = [json.loads(json.dumps({"universe": universe_fields(u), "declared": declared, "training": {
-        k: training.get(k) for k in ("entrypoint", "command", "pythonpath", "device")}})) for u in universes]
+        k: training.get(k) for k in ("entrypoint", "command", "pythonpath", "device")},
+        **({"fidelity_epochs": k} if k is not None else {})})) for u, k in zip(universes, stops)]
 
     def read(path: Path, key: Mapping[str, Any]) -> tuple[None, dict[str, Any]] | None:
         record = read_kept(path, key, declared, log)
         return None if record is None else (None, record)
 
     def train(slot: int, u: Mapping[str, Any], run: Path) -> tuple[None, dict[str, Any]]:
-        return None, train_user_universe(u, training, declared, run, data, data_path, log, fn, clock, slot)
+        own = Path(user_runs[slot]) if user_runs[slot] is not None else run  # a continuation resumes in its low run_dir
+        return None, train_user_universe(u, training, declared, own, data, data_path, log, fn, clock, slot,
+                                         stop_after=stops[slot])
 
     def keep(run: Path, key: Mapping[str, Any], _: Any, record: Mapping[str, Any]) -> None:
         write_json(run / KEPT_RECORD, {"key": key, "record": record})
@@ -411,5 +443,37 @@ def train_user_shard(universes: Sequence[Mapping[str, Any]], training: Mapping[s
         return f" ({record.get('failure')}: {record['error']})" if record.get("error") else f" {record['metrics']}"
 
     train_slots(universes, record_paths, keys, log, kept_name=KEPT_RECORD, read_kept=read, train=train, keep=keep,
-                clear_runs=clear_runs, outcome=outcome, env=env, clock=clock, retries=retries, lane=lane,
+                clear_runs=clear_runs if subset is None else lambda _: None, outcome=outcome, env=env, clock=clock, retries=retries, lane=lane,
                 failed={"metrics": {m: math.nan for m in declared}})
+
+
+def train_user_continued_shard(universes: Sequence[Mapping[str, Any]], continuation: Mapping[str, Any],
+                               training: Mapping[str, Any], declared: Mapping[str, Any],
+                               low_records: Sequence[str], record_paths: Sequence[str], log: logging.Logger,
+                               data_path: str | None = None, retries: int = 1) -> None:
+    """Rule ``train_continued`` for a user's training, as
+    :func:`multiverse.train.train_continued_shard` is for the built-in one: a continued
+    universe's code is called again without ``stop_after`` in its low fidelity's
+    ``run_dir`` (beside ``low_records``), where it resumes; one whose low fidelity was
+    final keeps that record; one not continued is recorded ``not_continued`` (NaN
+    metrics). The continued universes' kept records stay, so a rerun with a larger
+    budget trains only the new continuations."""
+    drawn = {u["id"]: u for u in continuation["universes"]}
+    universes = sorted(universes, key=lambda u: u["slot"])
+    trained = []
+    for slot, u in enumerate(universes):
+        d = drawn[u["id"]]
+        if d["continued"] and not d["final"]:
+            trained.append(slot)
+            continue
+        if d["continued"]:
+            record = json.loads(Path(low_records[slot]).read_text())
+        else:
+            record = {**universe_fields(u), "status": NOT_CONTINUED, "metrics": {m: math.nan for m in declared},
+                      "train_seconds": 0.0, "epochs_run": 0, "continuation_probability": d["probability"],
+                      "versions": versions(["numpy"])}
+            log.info("%s: not continued (probability %.3f)", u["id"], d["probability"])
+        write_json(record_paths[slot], record)
+    if trained:
+        train_user_shard(universes, training, declared, record_paths, log, data_path=data_path, retries=retries,
+                         subset=trained, user_runs=[str(shard.run_dir(p)) for p in low_records])

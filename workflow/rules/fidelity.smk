@@ -33,20 +33,27 @@ if FIDELITY:
         input:
             design=f"{OUT}/design/round_{{round}}.json",
             continuation=f"{OUT}/design/continue_{{round}}.json",
-            resume=shard_files(LOW + "resume.pt"),
-            low_models=shard_files(LOW + "model.pt"),
             low_records=shard_files(LOW + "train.json"),
-            data=DATA,
+            **({"resume": shard_files(LOW + "resume.pt"), "low_models": shard_files(LOW + "model.pt")} if BUILTIN else {}),
+            **({"data": DATA} if DATA else {}),
         output:
-            models=shard_files("model.pt"),
+            **({"models": shard_files("model.pt")} if BUILTIN else {}),
             records=shard_files("train.json"),
         log:
             f"{OUT}/logs/train_continued/r{{round}}_s{{shard}}_seed{{replicate}}.log",
         benchmark:
             f"{OUT}/benchmark/train_continued/r{{round}}_s{{shard}}_seed{{replicate}}.tsv"
         params:
-            model=config["model"],
-            training={k: config["training"][k] for k in ("epochs", "device", "base_batch")},
+            **(
+                {"model": config["model"],
+                 "training": {k: config["training"][k] for k in ("epochs", "device", "base_batch")}}
+                if BUILTIN
+                else {
+                    "training": {k: config["training"][k] for k in (TRAINER, "pythonpath", "device", "epochs")
+                                 if k in config["training"]},
+                    "metrics": METRICS,
+                }
+            ),
             seed=config["seed"],
         threads: config["training"]["threads"]
         resources:
@@ -57,6 +64,6 @@ if FIDELITY:
             continued_group
         retries: config["training"]["retries"]
         conda:
-            torch_env()
+            user_env(config) or torch_env()
         script:
             step("train_continued.py")

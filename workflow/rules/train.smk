@@ -14,7 +14,7 @@ rule train:
         **({"models": shard_files(LOW + "model.pt")} if BUILTIN else {}),
         records=shard_files(LOW + "train.json"),
         # design.fidelity: the training state each universe stopped in (rule train_continued resumes it)
-        **({"resume": shard_files(LOW + "resume.pt")} if FIDELITY else {}),
+        **({"resume": shard_files(LOW + "resume.pt")} if FIDELITY and BUILTIN else {}),
     log:
         f"{OUT}/logs/train/r{{round}}_s{{shard}}_seed{{replicate}}.log",
     benchmark:
@@ -27,7 +27,8 @@ rule train:
                 **({"pack": "auto"} if config["training"]["pack"] == "auto" else {})}}
             if BUILTIN
             else {
-                "training": {k: config["training"][k] for k in (TRAINER, "pythonpath", "device") if k in config["training"]},
+                "training": {k: config["training"][k] for k in (TRAINER, "pythonpath", "device")
+                             + (("epochs",) if FIDELITY else ()) if k in config["training"]},
                 "metrics": METRICS,
             }
         ),

@@ -121,9 +121,9 @@ def multiverse_hash(config: Mapping[str, Any]) -> str:
 USER_TRAINERS = ("entrypoint", "command")
 #: What a training entry point may take, besides its dimensions by name
 #: (:func:`multiverse.entrypoint.train_user_shard`).
-ENTRYPOINT_ARGS = ("params", "seed", "device", "run_dir", "data", "progress")
+ENTRYPOINT_ARGS = ("params", "seed", "device", "run_dir", "data", "progress", "stop_after")
 #: Placeholders of a ``training.command`` besides the dimensions.
-COMMAND_FIELDS = ("seed", "out", "run_dir", "device", "data", "python")
+COMMAND_FIELDS = ("seed", "out", "run_dir", "device", "data", "python", "stop_after")
 #: Columns of the multiverse table (and record fields) that no dimension or metric may be named.
 RESERVED_NAMES = ("id", "round", "index", "shard", "slot", "replicate", "replicate_of", "seed", "strategy",
                   "universe", "status", "error", "diverged_epoch", "epochs_run", "config_hash", "params",
@@ -383,21 +383,38 @@ def check_design(config: Mapping[str, Any], metrics: Mapping[str, Any]) -> None:
 
 def check_fidelity(config: Mapping[str, Any], metrics: Mapping[str, Any]) -> None:
     """``design.fidelity`` (:mod:`multiverse.fidelity`): every round a uniform draw (a GP
-    round would read full-fidelity outcomes that only the continued universes have), the
-    built-in trainer (a user's training has no resume contract yet), one low fidelity,
-    and no metric named as a low-fidelity column is."""
+    round would read full-fidelity outcomes that only the continued universes have), a
+    user's training that takes ``stop_after`` (the low-fidelity contract,
+    :func:`multiverse.entrypoint.train_user_universe`), one low fidelity, and no metric
+    named as a low-fidelity column is."""
     design, fidelity = config["design"], config["design"]["fidelity"]
     if not STRATEGIES[design["strategy"]].uniform:
         uniform = [name for name, s in STRATEGIES.items() if s.uniform]
         raise ConfigError("design.fidelity", f"design.strategy among {uniform} (every universe drawn uniformly, so "
                           "that each continued one stands for the others)", design["strategy"])
-    if trainer(config) != "builtin":
-        raise ConfigError("design.fidelity", "the built-in trainer: a training.entrypoint or training.command has no "
-                          "low-fidelity contract yet")
+    training = config["training"]
+    if training.get("command") and "{stop_after}" not in training["command"]:
+        raise ConfigError("training.command", "a template with {stop_after} under design.fidelity (the low "
+                          "fidelity's epochs, left out with its flag at full fidelity)", training["command"])
+    if training.get("entrypoint"):
+        from multiverse.entrypoint import load  # as check_entrypoint: it imported already
+
+        fn = load(training["entrypoint"], training.get("pythonpath", []))
+        try:
+            names = inspect.signature(fn).parameters
+        except (TypeError, ValueError):
+            names = {}
+        if names and "stop_after" not in names and not any(p.kind is p.VAR_KEYWORD for p in names.values()):
+            raise ConfigError("training.entrypoint", "a function taking stop_after under design.fidelity (the "
+                              "low fidelity's epochs; None: resume from run_dir and train to the end)",
+                              training["entrypoint"])
     given = [k for k in ("epochs", "fraction") if k in fidelity]
     if len(given) != 1:
         raise ConfigError("design.fidelity", "exactly one of epochs (the low fidelity's epochs) and fraction (of "
                           "each universe's epochs)", given or None)
+    if "fraction" in fidelity and training.get("epochs") is None and "epochs" not in config["space"]:
+        raise ConfigError("training.epochs", "the universes' epochs (or an epochs dimension), of which "
+                          "design.fidelity.fraction is a fraction")
     if "epochs" in fidelity and config["training"].get("epochs") is not None \
             and fidelity["epochs"] >= config["training"]["epochs"]:
         raise ConfigError("design.fidelity.epochs", f"fewer than training.epochs ({config['training']['epochs']})",
