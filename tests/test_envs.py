@@ -1,5 +1,6 @@
 """Static checks of the pinned environments (conda channels cannot be reached here)."""
 import re
+import tomllib
 from pathlib import Path
 
 import yaml
@@ -25,6 +26,28 @@ def pip_pins() -> dict[str, str]:
     return pins
 
 
+def extra_pins() -> dict[str, str]:
+    """The pins of pyproject.toml's extras (the mlflow extra's mlflow-skinny, the tests')."""
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    pins: dict[str, str] = {}
+    for extra, deps in extras.items():
+        for dep in deps:
+            name, version = dep.split("==")
+            assert pins.setdefault(name.lower(), version) == version, f"extra {extra}: {dep} vs {pins[name.lower()]}"
+    return pins
+
+
+def test_the_extras_pin_exact_versions_that_agree_with_requirements():
+    """Every extra's dependency is an exact pin, one version of a package in every extra
+    and in requirements.txt; the mlflow extra's is the test extra's too, so CI runs the
+    export against the pinned client."""
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    pins, runtime = extra_pins(), pip_pins()
+    assert all(re.fullmatch(r"\d+(\.\d+)*", v) for v in pins.values()), pins
+    assert {k: v for k, v in pins.items() if k in runtime and runtime[k] != v} == {}
+    assert set(extras["mlflow"]) <= set(extras["test"])
+
+
 def test_every_rule_names_a_pinned_env():
     """Every rule that runs a script names an env of the installed package through
     common.smk's env_file() (or torch_env(), which picks one by training.device)."""
@@ -48,8 +71,9 @@ def test_every_rule_names_a_pinned_env():
 
 
 def test_conda_envs_pin_exact_versions_from_conda_forge_that_match_pip():
-    """envs/*.yaml, and the examples' own train envs (training.conda)."""
-    pins = pip_pins()
+    """envs/*.yaml, and the examples' own train envs (training.conda): a package pinned by
+    requirements.txt or by an extra (envs/export.yaml's mlflow-skinny) at that version."""
+    pins = pip_pins() | extra_pins()
     envs = sorted((ROOT / "envs").glob("*.yaml"))
     examples = sorted((ROOT / "examples").glob("*/envs/*.yaml"))
     assert envs and examples

@@ -2,6 +2,7 @@ import os
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
+from snakemake.settings.types import DeploymentMethod
 from snakemake.utils import validate
 
 # The workflow's library is the installed package `multiverse` (pip install
@@ -49,7 +50,8 @@ if not workflow.modifier.skip_configfile:
 
 validate(config, "../schemas/config.schema.yaml")
 derive_rounds(config)  # design.budget -> initial, rounds, batch (keys the config gives win)
-check_config(config)
+# with --sdm conda the jobs run in the rules' envs (envs/export.yaml has the tracker's library)
+check_config(config, conda=DeploymentMethod.CONDA in workflow.deployment_settings.deployment_method)
 
 OUT = f"results/{config['study']}"
 TRAINER = trainer(config)
@@ -204,6 +206,11 @@ def report_outputs(root=None):
     figures = [p for paths in report_figures(root).values() for p in paths.values()]
     return [f"{root}/report/claims.json", f"{root}/report/claims.csv", f"{root}/report.html",
             f"{root}/report/outcomes_vs_dimensions.png", f"{root}/report/claims.png"] + figures
+
+
+def tracker_outputs():
+    """The summaries of the exports that report.trackers names (rule export_mlflow's)."""
+    return [f"{OUT}/mlflow.json"] if "mlflow" in config["report"]["trackers"] else []
 
 
 PARTIAL = f"{OUT}/partial"

@@ -1,7 +1,9 @@
 # What the report reads of the config: a user's declared metrics too (None: the built-in
-# trainer's, multiverse.BUILTIN_METRICS).
+# trainer's, multiverse.BUILTIN_METRICS). Not report.trackers, which only the export reads,
+# so that turning a tracker on leaves a finished report as it is.
 REPORT_CONFIG = {
-    **{k: config[k] for k in ("study", "seed", "space", "design", "claims", "report")},
+    **{k: config[k] for k in ("study", "seed", "space", "design", "claims")},
+    "report": {k: v for k, v in config["report"].items() if k != "trackers"},
     **({"declared_metrics": METRICS} if not BUILTIN else {}),
 }
 

@@ -29,8 +29,10 @@ from multiverse.spec.config import (
     OPTIMIZERS,
     RESERVED_NAMES,
     SCHEMA,
+    TRACKERS,
     check_config,
     check_sizes,
+    check_trackers,
     compose,
     config_hash,
     data_file,
@@ -64,9 +66,10 @@ from multiverse.spec.strategies import (
 
 __all__ = [
     "Answer", "Checks", "Claim", "ClaimSpec", "ConfigError", "OPTIMIZERS", "RESERVED_NAMES", "SCHEMA", "SPECS",
-    "STRATEGIES", "Strategy", "Universe", "budget_rounds", "check_claim", "check_config", "check_sizes",
-    "claim_metrics", "claim_type", "compose", "config_hash", "continuation_settings", "data_file", "data_step", "derive_rounds",
-    "gpus_per_job", "low_fidelity", "load_config", "multiverse_hash", "n_shards", "reads_outcomes", "report_metrics",
+    "STRATEGIES", "Strategy", "TRACKERS", "Universe", "budget_rounds", "check_claim", "check_config", "check_sizes",
+    "check_trackers", "claim_metrics", "claim_type", "compose", "config_hash", "continuation_settings", "data_file",
+    "data_step", "derive_rounds", "gpus_per_job", "low_fidelity", "load_config", "multiverse_hash", "n_shards",
+    "reads_outcomes", "report_metrics",
     "round_settings", "round_sizes", "round_strategy", "shards_per_submission", "spec_of", "study_metrics",
     "train_job_size", "trainer", "with_defaults",
 ]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import importlib.util
 import inspect
 import json
 import os
@@ -45,6 +46,9 @@ TRAINING_DIMENSIONS = ("optimizer", "lr", "weight_decay", "batch_size", "momentu
 OPTIMIZERS = ("sgd", "momentum", "adam", "adamw", "rmsprop")
 #: Levels of an ``lr_scaling`` dimension (:data:`multiverse.nets.LR_SCALING`).
 LR_SCALING_RULES = ("none", "linear", "sqrt")
+#: The experiment trackers a study can be exported to (config key ``report.trackers``,
+#: :mod:`multiverse.trackers`): the module each needs and how to install it (an extra).
+TRACKERS = {"mlflow": {"module": "mlflow", "install": 'pip install "multiverse-analysis[mlflow]"'}}
 #: The config's JSON schema, the one place its defaults are written.
 SCHEMA = resources() / "workflow" / "schemas" / "config.schema.yaml"
 
@@ -151,9 +155,10 @@ def data_file(config: Mapping[str, Any]) -> str | None:
     return None if step is None else "data/dataset.npz" if step == "dataset" else "data/dataset.pkl"
 
 
-def check_config(config: Mapping[str, Any]) -> None:
+def check_config(config: Mapping[str, Any], conda: bool = False) -> None:
     """Cross-key checks of a validated config (defaults filled in: :func:`with_defaults`);
-    raises :class:`ConfigError` naming the first bad key."""
+    raises :class:`ConfigError` naming the first bad key. ``conda``: the jobs run in the
+    rules' conda envs (``--sdm conda``), not in this environment (:func:`check_trackers`)."""
     check_data(config)
     check_space(config["space"])
     metrics = study_metrics(config)
@@ -169,6 +174,21 @@ def check_config(config: Mapping[str, Any]) -> None:
         raise ConfigError("claims", "distinct claim names", names)
     check_sizes(config)
     shards_per_submission(config)
+    check_trackers(config, conda)
+
+
+def check_trackers(config: Mapping[str, Any], conda: bool = False) -> None:
+    """Each tracker of ``report.trackers`` has its library where its export job will run:
+    in this environment (found by name, not imported), unless the jobs run in the rules'
+    conda envs (``conda``), whose export env installs it."""
+    if conda:
+        return
+    for i, name in enumerate(config["report"]["trackers"]):
+        tracker = TRACKERS[name]
+        if importlib.util.find_spec(tracker["module"]) is None:
+            raise ConfigError(f"report.trackers[{i}]", f"a tracker whose library is installed where snakemake runs "
+                              f"(no module '{tracker['module']}': {tracker['install']}), or report.trackers without "
+                              f"it", name)
 
 
 def check_data(config: Mapping[str, Any]) -> None:
