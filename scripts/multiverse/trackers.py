@@ -23,6 +23,7 @@ from typing import Any
 
 import pandas as pd
 
+from multiverse.fidelity import LOW, NOT_CONTINUED
 from multiverse.runtime import read_json, read_record
 from multiverse.spec.config import TRACKERS
 
@@ -32,7 +33,9 @@ RUN_KEY = "multiverse.run"
 #: A universe's outcome (the table's ``status``) as MLflow's run status. A diverged universe
 #: is a result of the multiverse (accuracies at chance), so its run finished; the ``status``
 #: tag tells it from an ``ok`` one.
-RUN_STATUS = {"ok": "FINISHED", "diverged": "FINISHED", "failed": "FAILED"}
+RUN_STATUS = {"ok": "FINISHED", "diverged": "FINISHED", "failed": "FAILED",
+              # design.fidelity: trained at the low fidelity only (multiverse.fidelity)
+              NOT_CONTINUED: "FINISHED"}
 #: The answers a claim's verdict may rest on (``rests_on``) and their key in claims.json.
 ANSWERS = {"model": "gp", "design": "design"}
 #: A claim answer's numbers logged as metrics: the estimate, its interval and P(holds).
@@ -109,6 +112,11 @@ def universe_runs(table: pd.DataFrame, records: Sequence[Mapping[str, Any]], spa
                       if k != "epoch" and (x := number(v)) is not None]
         final = int(number(row.get("epochs_run")) or 0)
         steps += [(m, x, final) for m in metrics if (x := number(row.get(m))) is not None]
+        if "continued" in row:  # a multi-fidelity study: its low fidelity's metrics, and the draw
+            low = int(number(row.get("fidelity_epochs")) or 0)
+            steps += [(LOW + m, x, low) for m in metrics if (x := number(row.get(LOW + m))) is not None]
+            tags.update(continued=text(bool(row["continued"])),
+                        continuation_probability=text(row["continuation_probability"]))
         runs.append(TrackedRun(key=name, name=name, params=params, tags=tags, metrics=steps,
                                status=RUN_STATUS[row["status"]]))
     return runs
