@@ -63,7 +63,8 @@ class Round:
 
 def run_state(folder: Path) -> str:
     """One training run's state from its files: the metrics record's status (a failed
-    run's cause), else the train record's, else ``pending`` (no record yet)."""
+    run's cause), else the train record's, else (design.fidelity) where its low fidelity
+    stands, else ``pending`` (no record yet)."""
     for name, trained in (("metrics.json", False), ("train.json", True)):
         record = read_json(folder / name)
         if record is None:
@@ -72,6 +73,8 @@ def run_state(folder: Path) -> str:
         if status == "failed":
             return f"failed: {record.get('failure') or 'raised'}"
         return "trained, not measured" if trained and status in ("ok", "diverged") else str(status)
+    if (folder / "low").is_dir():  # design.fidelity: at the low fidelity, its continuation not drawn or run yet
+        return "low fidelity done" if (folder / "low" / "metrics.json").exists() else "low fidelity running"
     return "pending"
 
 
