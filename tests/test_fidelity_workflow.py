@@ -38,6 +38,14 @@ def test_a_dry_run_lists_every_fidelity_rule(tmp_path):
     assert planned_jobs(dry) == {"prepare_data": 1, "design": 2, "train": 3, "metrics": 3, "continuation": 2,
                                  "train_continued": 3, "metrics_continued": 3, "aggregate": 1}
     out = dry.stdout + dry.stderr
+    # on a cluster with a declared node: the low-fidelity and the continued shards each travel in
+    # node-sized submissions of their own (the draw stands between them), one per round here
+    config = load_config(cwd / "tiny.yaml")
+    write_config(cwd, config, cluster={"cpus_per_node": 4, "mem_mb_per_node": 16000})
+    clustered = snakemake(cwd, "-n", "--cores", "2", "aggregate")
+    assert clustered.returncode == 0, clustered.stderr[-2000:]
+    jobs = planned_jobs(clustered)
+    assert jobs["submission_low"] == jobs["submission"] == 2 and jobs["train_continued"] == 3
     for block in re.findall(r"rule continuation:\n(.*?)\n\n", out, re.S):
         inputs = re.search(r"input: (.*)", block).group(1).split(", ")
         assert all("/low/" in f or "/design/round_" in f for f in inputs), inputs
