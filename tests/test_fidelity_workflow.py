@@ -28,6 +28,11 @@ def checkout(dest: Path, **design) -> Path:
     return cwd
 
 
+def test_the_fidelity_rules_lint_clean(tmp_path):
+    res = snakemake(checkout(tmp_path), "--lint")
+    assert res.returncode == 0 and "Lints for" not in res.stdout + res.stderr, (res.stdout + res.stderr)[-3000:]
+
+
 def test_a_dry_run_lists_every_fidelity_rule(tmp_path):
     """`snakemake -n` lists the low-fidelity train and metrics jobs, one continuation draw
     per round and the continued shards' train and metrics jobs; the draw reads only the

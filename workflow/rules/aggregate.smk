@@ -5,7 +5,7 @@ rule aggregate:
         # on a cluster, each submission's marker (it joins the submission's shards)
         submissions=submission_markers(ROUNDS),
         # design.fidelity: every universe's low-fidelity metrics and each round's continuation draw
-        **({"low": universe_files(LOW + "metrics.json", ROUNDS),
+        **({"low": universe_files(f"{LOW}metrics.json", ROUNDS),
             "continuations": expand(f"{OUT}/design/continue_{{round}}.json", round=ROUNDS)} if FIDELITY else {}),
     output:
         parquet=f"{OUT}/multiverse.parquet",

@@ -12,8 +12,8 @@ if FIDELITY:
         input:
             design=f"{OUT}/design/round_{{round}}.json",
             # the low fidelity's records (its per-epoch history: the active score), every seed
-            records=lambda wildcards: universe_files(LOW + "train.json", [int(wildcards.round)]),
-            metrics=lambda wildcards: universe_files(LOW + "metrics.json", [int(wildcards.round)]),
+            records=lambda wildcards: universe_files(f"{LOW}train.json", [int(wildcards.round)]),
+            metrics=lambda wildcards: universe_files(f"{LOW}metrics.json", [int(wildcards.round)]),
         output:
             f"{OUT}/design/continue_{{round}}.json",
         log:
@@ -33,8 +33,8 @@ if FIDELITY:
         input:
             design=f"{OUT}/design/round_{{round}}.json",
             continuation=f"{OUT}/design/continue_{{round}}.json",
-            low_records=shard_files(LOW + "train.json"),
-            **({"resume": shard_files(LOW + "resume.pt"), "low_models": shard_files(LOW + "model.pt")} if BUILTIN else {}),
+            low_records=shard_files(f"{LOW}train.json"),
+            **({"resume": shard_files(f"{LOW}resume.pt"), "low_models": shard_files(f"{LOW}model.pt")} if BUILTIN else {}),
             **({"data": DATA} if DATA else {}),
         output:
             **({"models": shard_files("model.pt")} if BUILTIN else {}),

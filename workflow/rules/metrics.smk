@@ -3,10 +3,10 @@
 # are written in the same form (multiverse.metrics.recorded_metrics_shard).
 rule metrics:
     input:
-        **({"data": DATA, "models": shard_files(LOW + "model.pt")} if BUILTIN else {}),
-        records=shard_files(LOW + "train.json"),
+        **({"data": DATA, "models": shard_files(f"{LOW}model.pt")} if BUILTIN else {}),
+        records=shard_files(f"{LOW}train.json"),
     output:
-        shard_files(LOW + "metrics.json"),
+        shard_files(f"{LOW}metrics.json"),
     log:
         f"{OUT}/logs/metrics/r{{round}}_s{{shard}}_seed{{replicate}}.log",
     benchmark:

@@ -11,10 +11,10 @@ rule train:
         design=f"{OUT}/design/round_{{round}}.json",
         **({"data": DATA} if DATA else {}),
     output:
-        **({"models": shard_files(LOW + "model.pt")} if BUILTIN else {}),
-        records=shard_files(LOW + "train.json"),
+        **({"models": shard_files(f"{LOW}model.pt")} if BUILTIN else {}),
+        records=shard_files(f"{LOW}train.json"),
         # design.fidelity: the training state each universe stopped in (rule train_continued resumes it)
-        **({"resume": shard_files(LOW + "resume.pt")} if FIDELITY and BUILTIN else {}),
+        **({"resume": shard_files(f"{LOW}resume.pt")} if FIDELITY and BUILTIN else {}),
     log:
         f"{OUT}/logs/train/r{{round}}_s{{shard}}_seed{{replicate}}.log",
     benchmark:
