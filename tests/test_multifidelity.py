@@ -221,8 +221,14 @@ def test_drawn_reads_a_multi_fidelity_table():
     own, ref, _, _ = drawn.predictions("y")
     direct = E.means(h, drawn.sample, {"y": df["y"].to_numpy(float)}, {"y": own}, drawn.reference, {"y": ref},
                      E.reference_groups(len(drawn.reference), drawn.per[0]),
-                     continuation=E.Continuation({"y": low}, xi, p))
+                     continuation=E.Continuation({"y": drawn.calibrated_low("y")}, xi, p))
     assert np.allclose(m.value, direct.value)
+    # the predictor is the low fidelity on the full fidelity's scale: the power-tuned line of it
+    a, lam = E.power_tuning(np.where(xi, y, np.nan)[:, None], low[:, None], xi, p)[:, 0]
+    inside = (a + lam * low > np.nanmin(df["y"])) & (a + lam * low < np.nanmax(df["y"]))
+    assert np.allclose(drawn.calibrated_low("y")[inside], (a + lam * low)[inside]) and 0.5 < lam < 2
+    # the GPs read both fidelities: the continued universes' own values, the others' calibrated ones
+    assert np.array_equal(drawn.training_values("y")[xi], y[xi])
     point, se = E.estimate(lambda v: v[..., 0], m)
     assert abs(point - TRUTH) < 4 * se
     summary = drawn.fidelity(["y"])["y"]

@@ -165,7 +165,7 @@ def means(h: Callable[[Sequence[Mapping[str, Any]], Mapping[str, np.ndarray]], n
     h_obs = np.asarray(h(sample.universes, observed), dtype=float)
     if continuation is not None:
         h_low = np.asarray(h(sample.universes, continuation.low), dtype=float)
-        h_obs = tuned_outcomes(h_obs, h_low, continuation.continued, continuation.probability)
+        h_obs = tuned_outcomes(h_obs, h_low, continuation.continued, continuation.probability, as_given=True)
     h_pred = np.asarray(h(sample.universes, predicted), dtype=float)
     slots = next(iter(predicted_ref.values())).shape[0] if predicted_ref else 0
     N = len(reference)
@@ -462,16 +462,23 @@ def multifidelity_mean_ci(Y: np.ndarray, Yhat: np.ndarray, continued: np.ndarray
     return point, point - q * se, point + q * se
 
 
-def tuned_outcomes(y: np.ndarray, f: np.ndarray, continued: np.ndarray, probability: np.ndarray) -> np.ndarray:
+def tuned_outcomes(y: np.ndarray, f: np.ndarray, continued: np.ndarray, probability: np.ndarray,
+                   as_given: bool = False) -> np.ndarray:
     """:func:`continued_outcomes` with the power-tuned predictor, or with none (``lam = 0``,
     ``a`` the continued universes' weighted mean) where that gives the smaller variance,
     per component: the weighted least squares is optimal in expectation, and this check
-    keeps a poor predictor from widening the interval in the sample at hand."""
+    keeps a poor predictor from widening the interval in the sample at hand.
+    ``as_given``: ``f`` itself (``a = 0``, ``lam = 1``) is a third candidate, for an ``f``
+    calibrated already on the metric's own scale (:meth:`multiverse.inference.Drawn.continuation`):
+    a component masked to a group (``y 1_a``) then keeps its mask, which one intercept
+    for every universe would not."""
     y, f = np.atleast_2d(np.asarray(y, dtype=float).T).T, np.atleast_2d(np.asarray(f, dtype=float).T).T
-    tuned = power_tuning(y, f, continued, probability)
-    flat = power_tuning(y, f, continued, probability, lam=0.0)
-    a, b = continued_outcomes(y, f, continued, probability, tuned), continued_outcomes(y, f, continued, probability, flat)
-    return np.where((np.nanvar(a, axis=0) <= np.nanvar(b, axis=0))[None], a, b)
+    options = [power_tuning(y, f, continued, probability), power_tuning(y, f, continued, probability, lam=0.0)]
+    if as_given:
+        options.append(np.r_[np.zeros((1, y.shape[1])), np.ones((1, y.shape[1]))])
+    z = np.array([continued_outcomes(y, f, continued, probability, t) for t in options])
+    var = np.array([np.nanvar(v, axis=0) for v in z])
+    return np.take_along_axis(z, np.argmin(np.where(np.isfinite(var), var, np.inf), axis=0)[None, None], 0)[0]
 
 
 def continued_pairs(k: np.ndarray, k_low: np.ndarray, continued: np.ndarray, probability: np.ndarray,

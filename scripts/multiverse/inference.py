@@ -15,7 +15,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from multiverse.estimators import Continuation, Means, Sample, fidelity_summary, means, pair_means, reference_groups
+from multiverse.estimators import (
+    Continuation, Means, Sample, fidelity_summary, means, pair_means, power_tuning, reference_groups)
 from multiverse.ids import derive_seed
 from multiverse.spec.strategies import SOBOL, uniform_round
 from multiverse.surrogate import fit_values, warp_for
@@ -60,7 +61,7 @@ class Drawn:
     low-fidelity mean: every answer then reads the continued universes' full-fidelity
     outcomes through their pseudo-outcomes (:class:`multiverse.estimators.Continuation`),
     with the low-fidelity outcome as the predictor and the GP's correction on top. The
-    GPs are fitted on the full-fidelity outcomes that are known (the continued).
+    GPs are fitted on both fidelities (:meth:`training_values`).
     """
 
     def __init__(self, df, space, universes: Sequence[Mapping[str, Any]], values: Callable[[str], np.ndarray],
@@ -128,7 +129,7 @@ class Drawn:
         slot's training set; where too few finite values leave no GP, their mean."""
         if metric in self._cache:
             return self._cache[metric]
-        y = np.asarray(self.values(metric), dtype=float)
+        y = self.training_values(metric)
         warp = warp_for(metric, self.declared)
         at_sample, at_ref, at_pairs = [], [], []
         for s in range(len(self.slot_rounds)):
@@ -152,6 +153,30 @@ class Drawn:
         self._cache[metric] = (own, ref, at_sample, pairs)
         return self._cache[metric]
 
+    def training_values(self, metric: str) -> np.ndarray:
+        """What the predictors' GPs are fitted on: each universe's ``metric``. In a
+        multi-fidelity study, the GP is fitted on both fidelities: a continued universe's
+        full-fidelity value, and for the others their low-fidelity value through the
+        power-tuned line ``a + lam * low`` (:func:`multiverse.estimators.power_tuning`,
+        fitted on the continued universes), kept within the range the values span. A
+        GP on the continued universes alone (a third of them, say) would predict far
+        worse, and the interval would widen by what it misses."""
+        y = np.asarray(self.values(metric), dtype=float)
+        if self.low is None:
+            return y
+        return np.where(self.continued & np.isfinite(y), y, self.calibrated_low(metric))
+
+    def calibrated_low(self, metric: str) -> np.ndarray:
+        """Each universe's low-fidelity ``metric`` on the full fidelity's scale: the
+        power-tuned line ``a + lam * low`` (:func:`multiverse.estimators.power_tuning`,
+        fitted on the continued universes), kept within the range the values span."""
+        y = np.asarray(self.values(metric), dtype=float)
+        low = np.asarray(self.low(metric), dtype=float)
+        known = self.continued & np.isfinite(y)
+        a, lam = power_tuning(y[:, None], low[:, None], known, np.where(known, self.probability, 1.0))[:, 0]
+        finite = np.r_[y[np.isfinite(y)], low[np.isfinite(low)]]
+        return np.clip(a + lam * low, finite.min(), finite.max()) if len(finite) else low
+
     def keep(self, metric: str, predictions: tuple) -> None:
         """Hold ``metric``'s :meth:`predictions`, computed elsewhere (the report computes
         each metric's in its own process, once for all the claims on it)."""
@@ -165,8 +190,8 @@ class Drawn:
         if self.low is None:
             return None
         i = self.sample.index
-        return Continuation({m: np.asarray(self.low(m), dtype=float)[i] for m in metrics}, self.continued[i],
-                            self.probability[i])
+        # the predictor of each component h: h of the calibrated low fidelity (or a tuned line of it)
+        return Continuation({m: self.calibrated_low(m)[i] for m in metrics}, self.continued[i], self.probability[i])
 
     def fidelity(self, metrics: Sequence[str]) -> dict[str, Any] | None:
         """Per metric, what a multi-fidelity answer rests on (:func:`multiverse.estimators.fidelity_summary`)."""
@@ -174,8 +199,8 @@ class Drawn:
         if c is None:
             return None
         i = self.sample.index
-        return {m: fidelity_summary(c.low[m], self.observed(m), c.continued, c.probability, self.trained[i])
-                for m in metrics}
+        return {m: fidelity_summary(np.asarray(self.low(m), dtype=float)[i], self.observed(m), c.continued,
+                                    c.probability, self.trained[i]) for m in metrics}
 
     def means(self, metrics: Sequence[str], h) -> Means:
         """:func:`means` of ``h(universes, {metric: values})`` over the drawn universes."""
