@@ -27,6 +27,11 @@ window.addEventListener("load", () => {
                   a => (document.getElementById(a.getAttribute("href").slice(1)) || {}).textContent || null),
                 contents: [...document.querySelectorAll("nav.contents a")].map(
                   a => !!document.getElementById(a.getAttribute("href").slice(1))),
+                curveLinks: [...document.querySelectorAll("a[href^='#curve-']")].map(a => {
+                  const f = document.getElementById(a.getAttribute("href").slice(1));
+                  const img = f && f.querySelector("img");
+                  return !!(img && img.complete && img.naturalWidth > 0 && f.closest("body") && a.closest("p"));
+                }),
                 claimColumns: [...document.querySelectorAll("table.claims th")].map(th => th.textContent),
                 naColumns: [...document.querySelectorAll("table.claims th")].map((th, k) =>
                   [...document.querySelectorAll("table.claims tbody tr")].every(
@@ -68,6 +73,8 @@ def test_standalone_report_opens_and_every_image_loads(tiny_run, tmp_path):
     assert seen["firstBadgeBottom"] < 900 / 2, seen["firstBadgeBottom"]
     assert len(seen["contents"]) >= 5 + len(seen["badges"]) and all(seen["contents"])
     assert "verdict" in seen["claimColumns"] and seen["naColumns"] == 0, seen["claimColumns"]
+    # each claim's section links to the specification curve of its metrics, a loaded image
+    assert len(seen["curveLinks"]) >= len(seen["badges"]) and all(seen["curveLinks"]), seen["curveLinks"]
     assert seen["pageWidth"] <= seen["viewport"] and seen["claimsTableRight"] <= seen["viewport"], seen
 
 

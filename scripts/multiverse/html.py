@@ -17,6 +17,7 @@ import pandas as pd
 from multiverse.aggregate import status_table
 from multiverse.runtime import atomic_write
 from multiverse.spec import report_metrics
+from multiverse.spec.claims import SPECS
 
 CSS = """
 body { font-family: system-ui, sans-serif; max-width: 1200px; margin: 2em auto; padding: 0 1em; color: #222; }
@@ -98,10 +99,16 @@ def status_table_html(df: pd.DataFrame) -> str:
     return "<p><b>Training runs by outcome</b> (a failed one by its cause):</p>" + _table(status_table(df))
 
 
-def _img(path: str, caption: str) -> str:
+def _img(path: str, caption: str, id_: str | None = None) -> str:
     data = base64.b64encode(Path(path).read_bytes()).decode("ascii")
-    return (f'<figure><img src="data:image/png;base64,{data}" alt="{_html.escape(caption)}">'
+    ident = f' id="{_html.escape(id_)}"' if id_ else ""
+    return (f'<figure{ident}><img src="data:image/png;base64,{data}" alt="{_html.escape(caption)}">'
             f"<figcaption>{_html.escape(caption)}</figcaption></figure>")
+
+
+def curve_anchor(metric: str) -> str:
+    """The id of ``metric``'s specification curve, which each claim on it links to."""
+    return "curve-" + _html.escape(metric)
 
 
 def _table(df: pd.DataFrame) -> str:
@@ -156,6 +163,11 @@ def write_report(path: str, config: Mapping[str, Any], df: pd.DataFrame, result:
             parts.append(f"<p><b>Design-based answer read from:</b> {_html.escape(d['note'])}.</p>")
         if d.get("fidelity"):
             parts.append(f"<p><b>Multi-fidelity:</b> {_html.escape(fidelity_text(d['fidelity']))}.</p>")
+        curves = [m for m in SPECS[c.type].metrics(c.claim) if m in metrics]
+        if curves:
+            parts.append("<p><b>Every universe behind it:</b> " + ", ".join(
+                f"<a href='#{curve_anchor(m)}'>the specification curve of {_html.escape(m)}</a>" for m in curves)
+                + " (each universe ranked, with its choices, the claim's groups and the universes that failed).</p>")
         parts += [_img(main_png, f"{c.statement}: the evidence behind the verdict"),
                   _img(where_png, f"{c.statement}: where in the multiverse it holds")]
     parts += ["<h2 id='sobol'>Which choices matter: Sobol indices</h2>",
@@ -176,7 +188,9 @@ def write_report(path: str, config: Mapping[str, Any], df: pd.DataFrame, result:
     parts.append(_img(out["outcomes"], "Each outcome against each choice, one point per training run"))
     for m in metrics:
         parts.append(_img(out["maps"][m], f"GP posterior median and 95% band width of {m}, with the universes"))
-        parts.append(_img(out["curves"][m], f"Specification curve of {m}"))
+        parts.append(_img(out["curves"][m], f"Specification curve of {m}: every universe ranked by it (above a few "
+                          "hundred, quantile bands over bins of the ranking), its choices below, the claims' groups, "
+                          "and the universes without a value at the right", curve_anchor(m)))
     parts.append("</body></html>")
     atomic_write(path, lambda tmp: Path(tmp).write_text("\n".join(parts), encoding="utf-8"))
 

@@ -139,36 +139,91 @@ def posterior_map(data: Mapping[str, Any], space: SearchSpace, df: pd.DataFrame,
     save(fig, path)
 
 
-def specification_curve(data: Mapping[str, Any], space: SearchSpace, metric: str, path: str) -> None:
-    """Universes ranked by the metric (top) and the choices each one made (bottom)
-    (``data``: :func:`multiverse.report_analysis.specification_data`)."""
+#: The specification curve's size in inches (width, height of the curve; the strip adds a
+#: fixed height per row): the same for 48 universes as for 5,000.
+CURVE_SIZE = (10.0, 3.6)
+CURVE_ROW = 0.16
+
+
+def specification_curve(data: Mapping[str, Any], space: SearchSpace, metric: str, path: str) -> dict[str, Any]:
+    """Universes ranked by ``metric`` (top) and the choices each one made (the strip below:
+    one row per categorical level and per numeric third), at one size whatever the count
+    (``data``: :func:`multiverse.report_analysis.specification_data`).
+
+    Up to :data:`multiverse.report_analysis.CURVE_POINTS` universes: one point each, its
+    seeds' range as a bar, the GP's 95% predictive interval as a band, and a mark per
+    universe in the strip. Above: the ranking in bins, each bin's median with its 5-95% and
+    25-75% quantile bands, and the strip's share of each bin's universes with each choice.
+    Each comparison (or expected-best) claim on the metric draws its two groups' means as
+    lines and has its two rows in the strip; the universes without a value (failed,
+    diverged, not continued) sit at the right, hatched, counted in the legend, their
+    choices in the strip. Returns what was drawn (for tests and captions)."""
     sns.set_theme(style="whitegrid", context="paper")
-    d = data["table"]
-    rows: list[tuple[str, np.ndarray]] = []
-    for dim in space.dimensions:
-        if dim.is_categorical:
-            rows += [(f"{dim.name} = {c}", (d[dim.name] == c).to_numpy()) for c in dim.choices]
-        else:
-            u = dim.to_unit(d[dim.name].to_numpy(dtype=float))  # NaN where the dimension is inactive
-            bins = np.where(np.isfinite(u), np.minimum(np.nan_to_num(u) * 3, 2), -1).astype(int)
-            rows += [(f"{dim.name}: {t} third", bins == k) for k, t in enumerate(("low", "mid", "high"))]
-    fig, (top, bottom) = plt.subplots(
-        2, 1, figsize=(max(7, 0.14 * len(d) + 3), 3 + 0.22 * len(rows)), sharex=True,
-        gridspec_kw={"height_ratios": [3, 0.22 * len(rows)]},
-    )
-    x = np.arange(len(d))
-    top.fill_between(x, data["lo"], data["hi"], color="C0", alpha=0.2, label="GP 95% predictive interval")
-    hue = hue_dimension(space)
-    sns.scatterplot(x=x, y=d[metric], hue=d[hue] if hue else None, hue_order=hue_levels(space), ax=top, s=28, zorder=3)
+    d, missing, strip, bins = data["table"], data["missing"], data["strip"], data["bins"]
+    n, k = len(d), len(missing)
+    width = n if bins is None else int(bins.max()) + 1 if n else 0
+    gap = max(1, round(0.02 * width)) if k else 0
+    slots = max(1, round(width * k / max(n, 1))) if k else 0  # the missing universes' share of the x axis
+    fig = plt.figure(figsize=(CURVE_SIZE[0], CURVE_SIZE[1] + CURVE_ROW * len(strip) + 0.6))
+    grid = fig.add_gridspec(2, 1, height_ratios=[CURVE_SIZE[1], CURVE_ROW * len(strip) + 0.3], hspace=0.08)
+    top, bottom = fig.add_subplot(grid[0]), None
+    bottom = fig.add_subplot(grid[1], sharex=top)
+    y = d["value"].to_numpy(dtype=float)
+    drawn: dict[str, Any] = {"n": n, "binned": bins is not None, "missing": k, "lines": [], "strip_rows": len(strip)}
+    if bins is None:
+        x = np.arange(n)
+        if "gp_lo" in d:
+            top.fill_between(x, d["gp_lo"], d["gp_hi"], color="C0", alpha=0.15, lw=0, label="GP 95% predictive interval")
+        if (d["seeds"] > 1).any():
+            top.vlines(x, d["seed_lo"], d["seed_hi"], color="0.4", lw=0.8, label="range over its seeds")
+        hue = hue_dimension(space)
+        sns.scatterplot(x=x, y=y, hue=d[hue].to_numpy() if hue else None, hue_order=hue_levels(space), ax=top, s=18,
+                        zorder=3, legend="brief")
+        cells = np.array([mask[:n] for _, mask in strip], dtype=float)
+    else:
+        x = np.arange(width)
+        q = np.array([np.quantile(y[bins == b], [0.05, 0.25, 0.5, 0.75, 0.95]) for b in range(width)])
+        top.fill_between(x, q[:, 0], q[:, 4], color="C0", alpha=0.2, lw=0, label="5-95% of the bin's universes")
+        top.fill_between(x, q[:, 1], q[:, 3], color="C0", alpha=0.4, lw=0, label="25-75%")
+        top.plot(x, q[:, 2], color="C0", lw=1.5, label=f"median ({n // width}-{-(-n // width)} universes a bin)")
+        cells = np.array([[mask[:n][bins == b].mean() for b in range(width)] for _, mask in strip], dtype=float)
+    for j, c in enumerate(data["claims"]):
+        for g, style in zip(c["groups"], ("--", ":")):
+            if np.isfinite(g["mean"]):
+                text = f"{c['name']}: mean of {c['relation'] if g['side'] == 'a' else 'vs'} {', '.join(map(str, g['levels']))}"
+                top.axhline(g["mean"], color=f"C{3 + j}", ls=style, lw=1.2, label=f"{c['name']}: {g['side']} = "
+                            f"{', '.join(map(str, g['levels']))} (mean {g['mean']:.3g})")
+                drawn["lines"].append(text)
+    if k:
+        lo = width + gap
+        top.axvspan(lo - 0.5, lo + slots - 0.5, color="0.85", hatch="//", lw=0, label="no value: " + ", ".join(
+            f"{s} {v}" for s, v in sorted(data["missing_counts"].items())))
+        extra = np.array([mask[n:] for _, mask in strip], dtype=float)  # their choices, binned like the rest
+        span = np.minimum(np.arange(k) * slots // k, slots - 1)
+        extra = np.array([[row[span == b].mean() if (span == b).any() else np.nan for b in range(slots)]
+                          for row in extra]).reshape(len(strip), slots)
+        cells = np.concatenate([cells.reshape(len(strip), width), np.full((len(strip), gap), np.nan), extra], 1)
+    top.set_xlim(-0.5, width + gap + slots - 0.5)
     top.set_ylabel(label(metric))
-    top.set_title(f"Specification curve: {label(metric)} of every universe, ranked")
-    top.legend(loc="upper left", fontsize=7)
-    for r, (_, mask) in enumerate(rows):
-        bottom.scatter(x[mask], np.full(mask.sum(), r), s=12, color="k", marker="s")
-    bottom.set_yticks(range(len(rows)), [name for name, _ in rows], fontsize=7)
-    bottom.set_ylim(len(rows) - 0.5, -0.5)
-    bottom.set_xlabel("universe rank")
-    save(fig, path)
+    top.set_title(f"Specification curve: {label(metric)} of {n} universes, ranked"
+                  + (f" ({k} without a value, right)" if k else ""))
+    top.legend(loc="lower right", fontsize=6, ncol=2)  # a ranking rises to the right: that corner is free
+    top.tick_params(labelbottom=False)
+    cmap = plt.get_cmap("Greys").copy()
+    cmap.set_bad("white")
+    bottom.imshow(np.ma.masked_invalid(cells), aspect="auto", cmap=cmap, vmin=0, vmax=1, interpolation="nearest",
+                  extent=(-0.5, cells.shape[1] - 0.5, len(strip) - 0.5, -0.5))
+    bottom.set_yticks(range(len(strip)), [name for name, _ in strip], fontsize=6)
+    bottom.grid(False)
+    bottom.set_xlabel("universe rank" if bins is None else f"bin of the ranking ({CURVE_BINS_LABEL})")
+    fig.subplots_adjust(left=0.24, right=0.98, top=0.93, bottom=0.08)
+    fig.savefig(path, dpi=110)  # no tight box: the same size whatever the labels
+    plt.close(fig)
+    drawn["size_inches"] = tuple(fig.get_size_inches())
+    return drawn
+
+
+CURVE_BINS_LABEL = "share of each bin's universes with the choice, darker = more"
 
 
 def claims_forest(claims: Sequence[Any], path: str, describe: Callable[[Any], tuple[str, Sequence[str]]]) -> None:

@@ -63,7 +63,7 @@ def build_report(table_path: str, config: Mapping[str, Any], out: Mapping[str, A
     space = SearchSpace.from_config(config["space"])
     base = space.enumerated(max(4, config["report"]["reference"] // 8), derive_seed(config["seed"], 8))
 
-    alongside = partial(figures_beside_analysis, df, space, metrics, base, out)
+    alongside = partial(figures_beside_analysis, df, space, metrics, base, out, claims=config.get("claims", []))
     result = analyse(df, config, workers=workers, alongside=alongside)
     for c in result["claims"]:
         c.headline = headline(c)

@@ -306,13 +306,63 @@ def posterior_map_data(sur, space: SearchSpace, dims: Sequence[str], base: Seque
     return {"dims": list(dims), "x": gx, "y": gy, "median": median, "width": (hi - lo).reshape(shape).mean(-1)}
 
 
-def specification_data(sur, space: SearchSpace, df: pd.DataFrame, metric: str) -> dict[str, Any]:
-    """Universes ranked by the metric, with the GP's 95% predictive interval at each
-    (one seed's noise added on the GP's scale)."""
-    d = df[np.isfinite(df[metric].to_numpy(dtype=float))].sort_values(metric).reset_index(drop=True)
-    m, s = posterior_mean_std(sur.model, features(space, universes_of(d, space), sur.model))
-    sd = np.sqrt(s**2 + sur.latent_noise_sd**2)
-    z = norm.ppf(0.975)
-    return {"table": d, "lo": sur.warp.inverse(m - z * sd), "hi": sur.warp.inverse(m + z * sd)}
+#: Above this many universes the specification curve draws quantile bands over bins of the
+#: ranking, and its strip the share of each choice per bin, in place of one mark a universe.
+CURVE_POINTS = 300
+#: Bins of the ranking above :data:`CURVE_POINTS`.
+CURVE_BINS = 100
+
+
+def specification_data(sur, space: SearchSpace, df: pd.DataFrame, metric: str,
+                       claims: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
+    """What the specification curve of ``metric`` draws (:func:`multiverse.plots.specification_curve`).
+
+    ``table``: one row per universe with a finite mean over its seeds, ranked by it, with
+    its seeds' range (``seed_lo``, ``seed_hi``; equal to the mean with one seed) and, where a
+    surrogate is given, the GP's 95% predictive interval (``gp_lo``, ``gp_hi``; one seed's
+    noise added on the GP's scale); ``missing``: universes without a value, counted by why
+    (failed, diverged, not continued: ``status``), their rows beside; ``strip``: one row per
+    dimension level (a categorical's levels, a numeric's thirds) marking each ranked
+    universe's choice; ``claims``: the claims on ``metric`` drawn on it (a comparison's or
+    expected best's two groups, their rows in the strip and each group's mean as a line);
+    ``bins``: above :data:`CURVE_POINTS` universes, the ranking cut into :data:`CURVE_BINS`."""
+    by = df.groupby("universe", sort=False)
+    first = by.head(1).set_index("universe")
+    values = by[metric].agg(["mean", "min", "max", "count"])
+    d = first.join(values)
+    ok = np.isfinite(d["mean"].to_numpy(dtype=float))
+    ranked = d[ok].sort_values("mean", kind="stable").reset_index()
+    missing = d[~ok].reset_index()
+    table = ranked.rename(columns={"mean": "value", "min": "seed_lo", "max": "seed_hi", "count": "seeds"})
+    if sur is not None and len(table):
+        m, s = posterior_mean_std(sur.model, features(space, universes_of(table, space), sur.model))
+        sd = np.sqrt(s**2 + sur.latent_noise_sd**2)
+        z = norm.ppf(0.975)
+        table["gp_lo"], table["gp_hi"] = sur.warp.inverse(m - z * sd), sur.warp.inverse(m + z * sd)
+    both = pd.concat([table, missing], ignore_index=True)
+    strip: list[tuple[str, np.ndarray]] = []
+    for dim in space.dimensions:
+        if dim.is_categorical:
+            strip += [(f"{dim.name} = {c}", (both[dim.name] == c).to_numpy()) for c in dim.choices]
+        else:
+            u = dim.to_unit(both[dim.name].to_numpy(dtype=float))  # NaN where the dimension is inactive
+            third = np.where(np.isfinite(u), np.minimum(np.nan_to_num(u) * 3, 2), -1).astype(int)
+            strip += [(f"{dim.name}: {t} third", third == k) for k, t in enumerate(("low", "mid", "high"))]
+    drawn = []
+    for c in claims:
+        if metric not in spec_claims.spec_of(c).metrics(c) or "a" not in c or "dimension" not in c:
+            continue
+        groups = []
+        for side in ("a", "b"):
+            mask = both[c["dimension"]].isin(list(c[side])).to_numpy()
+            strip.append((f"{c['name']}: {side} = {', '.join(map(str, c[side]))}", mask))
+            vals = table["value"].to_numpy()[mask[: len(table)]]
+            groups.append({"side": side, "levels": list(c[side]), "mean": float(vals.mean()) if len(vals) else np.nan})
+        drawn.append({"name": c["name"], "relation": c.get("relation"), "groups": groups})
+    n = len(table)
+    bins = None if n <= CURVE_POINTS else np.minimum(np.arange(n) * CURVE_BINS // n, CURVE_BINS - 1)
+    counts = missing["status"].fillna("failed").astype(str).value_counts().to_dict() if len(missing) else {}
+    return {"table": table, "missing": missing, "missing_counts": {k: int(v) for k, v in counts.items()},
+            "strip": strip, "claims": drawn, "bins": bins, "metric": metric}
 
 

@@ -27,13 +27,18 @@ def statuses(df: pd.DataFrame) -> dict[str, int]:
 
 
 def surrogate_figures(df: pd.DataFrame, space: SearchSpace, base: Sequence[Mapping[str, Any]],
-                      out: Mapping[str, Any], m: str, sur: Any, influence: Any, diagnostics: Any) -> None:
-    """Metric ``m``'s posterior map, specification curve and LOO calibration (a message
-    figure in each where it has no surrogate)."""
+                      out: Mapping[str, Any], m: str, sur: Any, influence: Any, diagnostics: Any,
+                      claims: Sequence[Mapping[str, Any]] = ()) -> None:
+    """Metric ``m``'s posterior map, specification curve (with the ``claims`` on it) and
+    LOO calibration (a message figure in the GP's where it has no surrogate)."""
     if sur is None:
         msg = f"No surrogate for {m}: fewer than {MIN_FIT} universes have a finite value\n(statuses: {statuses(df)})"
-        for kind in ("maps", "curves", "sobol", "loo"):
+        for kind in ("maps", "sobol", "loo"):
             plots.message_figure(msg, out[kind][m])
+        if df[m].notna().any():
+            plots.specification_curve(specification_data(None, space, df, m, claims), space, m, out["curves"][m])
+        else:
+            plots.message_figure(msg, out["curves"][m])
         return
     dims = map_dimensions(space, influence, exclude=())
     if len(dims) < 2:
@@ -41,17 +46,18 @@ def surrogate_figures(df: pd.DataFrame, space: SearchSpace, base: Sequence[Mappi
                              f"(this space has {len(dims)})", out["maps"][m])
     else:
         plots.posterior_map(posterior_map_data(sur, space, dims, base), space, df, m, out["maps"][m])
-    plots.specification_curve(specification_data(sur, space, df, m), space, m, out["curves"][m])
+    plots.specification_curve(specification_data(sur, space, df, m, claims), space, m, out["curves"][m])
     plots.loo_calibration(diagnostics, m, out["loo"][m])
 
 
 def figures_beside_analysis(df: pd.DataFrame, space: SearchSpace, metrics: Sequence[str],
                             base: Sequence[Mapping[str, Any]], out: Mapping[str, Any], ctx: Any,
-                            infl: Mapping[str, Any], diag: Mapping[str, Any]) -> list[Callable[[], Any]]:
+                            infl: Mapping[str, Any], diag: Mapping[str, Any],
+                            claims: Sequence[Mapping[str, Any]] = ()) -> list[Callable[[], Any]]:
     """The figures that need no verdict, as tasks the analysis runs beside the claims'
     (:func:`multiverse.report_analysis.analyse`'s ``alongside``)."""
     return [lambda: plots.outcomes_vs_dimensions(df, space, metrics, out["outcomes"]),
-            *(lambda m=m: surrogate_figures(df, space, base, out, m, ctx.surrogates[m], infl[m], diag[m])
+            *(lambda m=m: surrogate_figures(df, space, base, out, m, ctx.surrogates[m], infl[m], diag[m], claims)
               for m in metrics)]
 
 
