@@ -8,18 +8,14 @@ in its own guarded process sharing the job's device (multiverse.failures.guard_l
 import sys
 
 from multiverse.failures import ShardFailed, guard_lanes
-from multiverse.ids import with_replicate
 from multiverse.runtime import read_json, set_threads, step_logger
+from multiverse.shard import shard_universes
 
 log = step_logger(snakemake.log[0])
 set_threads(snakemake.threads)
 
 w = snakemake.wildcards
-universes = [
-    with_replicate(u, int(w.replicate), snakemake.params.seed)
-    for u in read_json(snakemake.input.design)["universes"]
-    if u["shard"] == int(w.shard)
-]
+universes = shard_universes(read_json(snakemake.input.design), w.shard, w.replicate, snakemake.params.seed)
 # not params: changing how often to retry, to checkpoint or how long to wait must not rerun finished universes
 retries = snakemake.config["training"]["retries"]
 checkpoint_every = snakemake.config["training"]["checkpoint_every"]

@@ -6,18 +6,14 @@ is (multiverse.failures.guard)."""
 import sys
 
 from multiverse.failures import ShardFailed, guard_lanes
-from multiverse.ids import with_replicate
 from multiverse.runtime import read_json, set_threads, step_logger
+from multiverse.shard import shard_universes
 
 log = step_logger(snakemake.log[0])
 set_threads(snakemake.threads)
 
 w = snakemake.wildcards
-universes = [
-    with_replicate(u, int(w.replicate), snakemake.params.seed)
-    for u in read_json(snakemake.input.design)["universes"]
-    if u["shard"] == int(w.shard)
-]
+universes = shard_universes(read_json(snakemake.input.design), w.shard, w.replicate, snakemake.params.seed)
 continuation = read_json(snakemake.input.continuation)
 # not params: changing how often to retry or to checkpoint must not rerun finished universes
 retries = snakemake.config["training"]["retries"]

@@ -47,7 +47,7 @@ from typing import Any, Callable, Mapping, Sequence
 
 from multiverse import shard
 from multiverse.errors import Preempted, UniverseDied, UniverseError  # noqa: F401  (UniverseError re-exported)
-from multiverse.fidelity import NOT_CONTINUED, low_epochs
+from multiverse.fidelity import low_epochs, not_continued_record, shard_draws
 from multiverse.failures import ATTEMPTS, TAIL_LINES, die_with_parent, exit_words, stop_requested, with_output
 from multiverse.runtime import (
     atomic_write, resolve_device, take_gpu_share, universe_fields, versions, write_json)
@@ -458,20 +458,15 @@ def train_user_continued_shard(universes: Sequence[Mapping[str, Any]], continuat
     final keeps that record; one not continued is recorded ``not_continued`` (NaN
     metrics). The continued universes' kept records stay, so a rerun with a larger
     budget trains only the new continuations."""
-    drawn = {u["id"]: u for u in continuation["universes"]}
-    universes = sorted(universes, key=lambda u: u["slot"])
-    trained = []
-    for slot, u in enumerate(universes):
-        d = drawn[u["id"]]
-        if d["continued"] and not d["final"]:
-            trained.append(slot)
+    universes, draws, trained = shard_draws(universes, continuation)
+    for slot, (u, d) in enumerate(zip(universes, draws)):
+        if slot in trained:
             continue
         if d["continued"]:
             record = json.loads(Path(low_records[slot]).read_text())
         else:
-            record = {**universe_fields(u), "status": NOT_CONTINUED, "metrics": {m: math.nan for m in declared},
-                      "train_seconds": 0.0, "epochs_run": 0, "continuation_probability": d["probability"],
-                      "versions": versions(["numpy"])}
+            record = not_continued_record(universe_fields(u), d, metrics={m: math.nan for m in declared},
+                                          versions=versions(["numpy"]))
             log.info("%s: not continued (probability %.3f)", u["id"], d["probability"])
         write_json(record_paths[slot], record)
     if trained:

@@ -148,3 +148,20 @@ def continuation_round(design: Mapping[str, Any], low_records: Sequence[Mapping[
             for i, x, pi, ui, c, f, s in zip(ids, universes, p, u, continued, final, score)
         ],
     }
+
+
+def shard_draws(universes: Sequence[Mapping[str, Any]], continuation: Mapping[str, Any]
+                ) -> tuple[list[Mapping[str, Any]], list[Mapping[str, Any]], list[int]]:
+    """A continued shard's universes in slot order, each one's entry of its round's draw
+    (:func:`continuation_round`), and the slots that train on (continued, not final)."""
+    drawn = {u["id"]: u for u in continuation["universes"]}
+    universes = sorted(universes, key=lambda u: u["slot"])
+    draws = [drawn[u["id"]] for u in universes]
+    return universes, draws, [i for i, d in enumerate(draws) if d["continued"] and not d["final"]]
+
+
+def not_continued_record(fields: Mapping[str, Any], draw: Mapping[str, Any], **more: Any) -> dict[str, Any]:
+    """The full-fidelity record of a universe the draw did not continue (``fields``: its
+    identity, :func:`multiverse.runtime.universe_fields`; ``more``: its trainer's own fields)."""
+    return {**fields, "status": NOT_CONTINUED, "train_seconds": 0.0, "epochs_run": 0,
+            "continuation_probability": draw["probability"], **more}

@@ -17,11 +17,18 @@ from pathlib import Path
 from typing import Any
 
 from multiverse.failures import Attempts
+from multiverse.ids import with_replicate
 from multiverse.runtime import DeviceUnavailable, universe_fields, write_json
 
 #: A universe's result: what its trainer keeps besides the record (the built-in's
 #: weights; None for the user's code) and its record.
 Result = tuple[Any, dict[str, Any]]
+
+
+def shard_universes(design: Mapping[str, Any], shard: int, replicate: int, seed: int) -> list[dict[str, Any]]:
+    """The universes of design round ``design``'s shard ``shard``, as trained under seed
+    ``replicate`` (:func:`multiverse.ids.with_replicate`): what a train job trains."""
+    return [with_replicate(u, int(replicate), seed) for u in design["universes"] if u["shard"] == int(shard)]
 
 
 def run_dir(record_path: str | Path) -> Path:

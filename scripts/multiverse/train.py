@@ -33,7 +33,7 @@ from multiverse.errors import Preempted
 from multiverse.nets import (  # noqa: F401  (make_model, scaled_lr re-exported: callers import them from here)
     DEFAULT_BASE_BATCH, DEFAULT_EPS, DEFAULT_MOMENTUM, as_tensors, budget, count_classes, make_model, network,
     scaled_lr)
-from multiverse.fidelity import NOT_CONTINUED, low_epochs
+from multiverse.fidelity import low_epochs, not_continued_record, shard_draws
 from multiverse.failures import ATTEMPTS, Attempts, cause_of, failed_record, stop_requested  # noqa: F401  (failed_record re-exported)
 from multiverse.runtime import (  # noqa: F401  (DeviceUnavailable re-exported)
     DeviceUnavailable, atomic_write, read_json, take_gpu_share, universe_fields, versions, write_json)
@@ -601,26 +601,20 @@ def train_continued_shard(
     done (the study's only copy besides the outputs, which Snakemake deletes before a
     rerun): a rerun with a larger continuation budget keeps them (logged ``kept``) and
     trains only the universes newly continued."""
-    drawn = {u["id"]: u for u in continuation["universes"]}
-    universes = sorted(universes, key=lambda u: u["slot"])
-    trained = []
-    for slot, u in enumerate(universes):
-        d = drawn[u["id"]]
-        if d["continued"] and not d["final"]:
+    universes, draws, trained = shard_draws(universes, continuation)
+    for slot, (u, d) in enumerate(zip(universes, draws)):
+        if slot in trained:
             checkpoint = run_dir(record_paths[slot]) / CHECKPOINT
             if not checkpoint.exists():  # a rerun of a killed job resumes from where it got to
                 checkpoint.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(low["resume"][slot], checkpoint)
-            trained.append(slot)
             continue
         if d["continued"]:  # its low fidelity is its full fidelity
             state = torch.load(low["models"][slot], weights_only=True)
             record = read_json(low["records"][slot])
             log.info("%s: final at its low fidelity (%s), not trained further", u["id"], record["status"])
         else:
-            state, record = {}, {**universe_fields(u), "status": NOT_CONTINUED, "train_seconds": 0.0,
-                                 "epochs_run": 0, "continuation_probability": d["probability"],
-                                 "versions": versions(["torch", "numpy"])}
+            state, record = {}, not_continued_record(universe_fields(u), d, versions=versions(["torch", "numpy"]))
             log.info("%s: not continued (probability %.3f)", u["id"], d["probability"])
         atomic_write(model_paths[slot], lambda tmp, state=state: torch.save(state, tmp))
         write_json(record_paths[slot], record)
