@@ -50,6 +50,42 @@ def sbatch_view(job_id: str) -> dict[str, str]:
 
 @pytest.mark.slow
 @pytest.mark.skipif(not slurm_is_up(), reason="no SLURM cluster here: run .ci/slurm-up first (as root)")
+def test_a_multi_fidelity_study_travels_in_node_sized_low_and_continued_submissions(tmp_path):
+    """design.fidelity on the CI cluster with its node declared (2 cores): per round, the
+    low-fidelity shards travel as one submission (group round{r}-seed0-part0), then the
+    continuation draw runs as its own job, then the continued shards as one submission of
+    their own (continued-round{r}-seed0-part0); each fits the node; the table has both
+    fidelities. (2026-12-07: 240 s on the 2-core machine under load.)"""
+    cwd = make_checkout(tmp_path, training={"epochs": 3, "threads": 1, "mem_mb": 1000},
+                        design={"strategy": "sobol", "initial": 4, "rounds": 1, "batch": 2,
+                                "fidelity": {"epochs": 1, "share": 0.5}},
+                        cluster={"cpus_per_node": 2, "mem_mb_per_node": 8000})
+    cmd = [sys.executable, "-m", "snakemake", "--configfile", "tiny.yaml", "--profile", "profiles/slurm",
+           "--slurm-no-account", "--slurm-init-seconds-before-status-checks", "2", "aggregate"]
+    res = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=900)
+    log = res.stdout + res.stderr
+    assert res.returncode == 0, log[-4000:]
+    jobs = re.findall(r"Job \S+ has been submitted with SLURM jobid (\d+) \(log: \S*/slurm_logs/(\S+)/\d+\.log\)", log)
+    assert jobs, log[-3000:]
+    for j, _ in jobs:  # everything finished, and nothing asks for more than the node
+        v = sbatch_view(j)
+        assert v["JobState"] == "COMPLETED" and int(v["NumCPUs"]) <= 2 and int(v["MinMemoryNode"].rstrip("M")) <= 8000, v
+    groups = {name: j for j, name in jobs if name.startswith("group_")}
+    draws = {int(name.rsplit("/", 1)[1]): int(j) for j, name in jobs if name.startswith("rule_continuation/")}
+    assert len(groups) == 4 and len(draws) == 2, jobs
+    for r, cpus in ((0, "2"), (1, "1")):  # round 0: its 2 shards side by side; round 1: its one shard
+        low = groups[f"group_round{r}-seed0-part0_metrics_submission_low_train"]
+        cont = groups[f"group_continued-round{r}-seed0-part0_metrics_continued_submission_train_continued"]
+        assert sbatch_view(low)["NumCPUs"] == sbatch_view(cont)["NumCPUs"] == cpus
+        assert int(low) < draws[r] < int(cont)  # submitted in this order: the round's draw stands between
+    df = pd.read_parquet(cwd / OUT / "multiverse.parquet")
+    assert {"continued", "continuation_probability", "low_val_acc"} <= set(df) and len(df) == 6
+    assert df["continued"].any() and (~df["continued"]).any()
+    assert (df.loc[df["continued"], "status"] == "ok").all() and df["low_val_acc"].notna().all()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not slurm_is_up(), reason="no SLURM cluster here: run .ci/slurm-up first (as root)")
 def test_a_gpu_study_is_submitted_with_its_gpu_request_sized_to_the_node(tmp_path):
     """The GPU-shaped CI cluster (.ci/slurm-up: 2 GPUs as GRES on dummy devices): with one
     GPU per job and a node of 2 GPUs, each round's two shards travel as one submission
