@@ -149,10 +149,7 @@ def digits_grid(cache_dir: Path | None = CACHE_DIR) -> Grid:
     settings = {**p.settings, "metrics": ["val_acc", "train_loss"]}
     values = cached_grid("digits_model", axes, settings,
                          lambda us, s: problems._DigitsMLP(train_seed=s).scores(us), cache_dir)
-    # the grid trains in float64; the workflow's float32 trainer calls a run diverged when
-    # its loss is no longer finite, i.e. beyond float32's largest value
-    loss = values["train_loss"]
-    values["train_loss"] = np.where(loss > np.finfo(np.float32).max, np.nan, loss)
+    values["train_loss"] = as_float32_loss(values["train_loss"])
     claims = [
         {"name": "digits_adam_vs_sgd", "type": "comparison", "metric": "val_acc", "dimension": "optimizer",
          "a": ["adam"], "b": ["sgd"], "relation": ">="},
@@ -170,6 +167,17 @@ def digits_grid(cache_dir: Path | None = CACHE_DIR) -> Grid:
     ]
     return Grid("digits", p.description + "; 2 training seeds", p.space, axes, values, ["val_acc", "train_loss"],
                 claims)
+
+
+def as_float32_loss(loss: np.ndarray) -> np.ndarray:
+    """A float64 grid's training loss as the workflow's float32 trainer reports it: NaN
+    (diverged) where it is no longer finite in float32, i.e. beyond float32's largest value."""
+    return np.where(loss > np.finfo(np.float32).max, np.nan, loss)
+
+
+def cell_of(grid: Grid, row: Mapping[str, Any]) -> tuple[int, ...]:
+    """The grid cell of a draw's table row (its params are grid values)."""
+    return tuple(grid.axes[n].index(row[n]) for n in grid.dims)
 
 
 GRIDS: dict[str, Callable[..., Grid]] = {"svm": svm_grid, "digits": digits_grid}
