@@ -136,8 +136,8 @@ def continuation_round(design: Mapping[str, Any], low_records: Sequence[Mapping[
     floor, share = float(settings.get("floor", 0.1)), float(settings.get("share", 0.33))
     if (~final).any():
         p[~final] = continuation_probabilities(score[~final], share * (~final).sum(), min(floor, share))
-    continued = final | continuation_draw(seed, ids, p)
     u = uniform_numbers(seed, ids)
+    continued = final | (u < p)  # continuation_draw, with the numbers kept for the file
     return {
         "round": design["round"],
         "settings": {k: settings[k] for k in sorted(settings)},

@@ -143,6 +143,8 @@ def posterior_map(data: Mapping[str, Any], space: SearchSpace, df: pd.DataFrame,
 #: fixed height per row): the same for 48 universes as for 5,000.
 CURVE_SIZE = (10.0, 3.6)
 CURVE_ROW = 0.16
+#: The binned strip's x label: what its shades mean.
+CURVE_BINS_LABEL = "share of each bin's universes with the choice, darker = more"
 
 
 def specification_curve(data: Mapping[str, Any], space: SearchSpace, metric: str, path: str) -> dict[str, Any]:
@@ -166,7 +168,7 @@ def specification_curve(data: Mapping[str, Any], space: SearchSpace, metric: str
     slots = max(1, round(width * k / max(n, 1))) if k else 0  # the missing universes' share of the x axis
     fig = plt.figure(figsize=(CURVE_SIZE[0], CURVE_SIZE[1] + CURVE_ROW * len(strip) + 0.6))
     grid = fig.add_gridspec(2, 1, height_ratios=[CURVE_SIZE[1], CURVE_ROW * len(strip) + 0.3], hspace=0.08)
-    top, bottom = fig.add_subplot(grid[0]), None
+    top = fig.add_subplot(grid[0])
     bottom = fig.add_subplot(grid[1], sharex=top)
     y = d["value"].to_numpy(dtype=float)
     drawn: dict[str, Any] = {"n": n, "binned": bins is not None, "missing": k, "lines": [], "strip_rows": len(strip)}
@@ -221,9 +223,6 @@ def specification_curve(data: Mapping[str, Any], space: SearchSpace, metric: str
     plt.close(fig)
     drawn["size_inches"] = tuple(fig.get_size_inches())
     return drawn
-
-
-CURVE_BINS_LABEL = "share of each bin's universes with the choice, darker = more"
 
 
 def claims_forest(claims: Sequence[Any], path: str, describe: Callable[[Any], tuple[str, Sequence[str]]]) -> None:

@@ -530,16 +530,13 @@ def train_shard(
         universes, model_paths, record_paths = ([xs[i] for i in keep_slots] for xs in (universes, model_paths, record_paths))
     take_gpu_share(device.type, log)
     env = versions(["torch", "numpy"])
-    clock = ShardClock([planned_epochs(u["params"], training["epochs"], len(data["y_train"])) for u in universes], lane)
+    planned = [planned_epochs(u["params"], training["epochs"], len(data["y_train"])) for u in universes]
+    stops = [None if fidelity is None else low_epochs(fidelity, p) for p in planned]
+    clock = ShardClock(planned if fidelity is None else stops, lane)
     digest = data_digest(data)  # once per shard, for every universe's key
     # YAML reads a bare off as false; a low fidelity stops part-way and a continuation resumes: one at a time
     pack = "auto" if training.get("pack") == "auto" and fidelity is None and subset is None else "off"
     runs = [run_dir(r) for r in record_paths]
-    n_train = len(data["y_train"])
-    stops = [None if fidelity is None else low_epochs(fidelity, planned_epochs(u["params"], training["epochs"], n_train))
-             for u in universes]
-    if fidelity is not None:
-        clock = ShardClock(stops, lane)
     keys = [{"universe": universe_fields(u), **({"pack": pack} if pack != "off" else {}),
              **({"fidelity_epochs": k} if k is not None else {}), **universe_key(
         digest, u["params"], seed=u["seed"], epochs=training["epochs"], width=model["width"], depth=model["depth"],
