@@ -361,7 +361,10 @@ def score(grid: Grid, result, labels_truth=None, cells=None) -> dict[str, Any]:
     against the grid's truth."""
     claim = result.claim
     gp, obs = result.gp, result.observed
-    t = truth(grid, claim, gp.get("budgets", ()))
+    # an expected-best answer with too few universes in a group has no budgets: its truth is
+    # then read at the claim's smallest budget (the draw counts as undecided, not as a crash)
+    budgets = gp.get("budgets") or ([claim.get("min_budget", 1)] if claim.get("type") == "expected_best" else ())
+    t = truth(grid, claim, budgets)
     out = {"claim": claim["name"], "type": result.type, "truth": t["truth"], "error": t["error"],
            "clear": abs(t["truth"]) > CLEAR * t["error"], "true_holds": holds(t["truth"], claim),
            "gp_effect": gp.get("effect", np.nan), "gp_lo": gp.get("effect_lo", np.nan),
@@ -375,7 +378,7 @@ def score(grid: Grid, result, labels_truth=None, cells=None) -> dict[str, Any]:
     des = result.design or {"verdict": "too few universes"}
     out["design_effect"], out["design_lo"], out["design_hi"] = (des.get("effect", np.nan), des.get("effect_lo", np.nan),
                                                                  des.get("effect_hi", np.nan))
-    out["design_truth"] = design_truth(grid, claim, gp.get("budgets", ()))
+    out["design_truth"] = design_truth(grid, claim, budgets)
     out["design_verdict"], out["design_covers"] = des["verdict"], covers(des, out["design_truth"])
     out["design_decided"] = des["verdict"] in DECIDED
     out["design_wrong"] = wrong(des["verdict"], out["true_holds"])

@@ -144,3 +144,17 @@ def test_design_truth_of_a_correlation_is_the_single_run_tau():
     assert K.design_truth(g, CORRELATION) == pytest.approx(t["one_seed"])
     assert abs(t["one_seed"]) < abs(t["truth"])
     assert K.design_truth(g, COMPARISON) == pytest.approx(t := K.truth(g, COMPARISON)["truth"])
+
+
+def test_an_expected_best_answer_without_budgets_scores_as_undecided():
+    """With too few universes in a group, an expected-best answer has no budgets (a draw of
+    32 universes on the digits grid gave one): the draw is scored at the claim's smallest
+    budget, undecided, where it used to crash the benchmark."""
+    from types import SimpleNamespace
+
+    g = constructed(noise=0.0)
+    none = {"verdict": "too few universes"}
+    result = SimpleNamespace(claim=BEST, type="expected_best", gp=dict(none), observed=dict(none), design=dict(none))
+    row = K.score(g, result)
+    assert row["truth"] == pytest.approx(K.truth(g, BEST, [2])["truth"]) == pytest.approx(0.1)
+    assert not row["design_decided"] and row["design_verdict"] == "too few universes"
