@@ -27,6 +27,8 @@ draw (times ``--factors``):
   probability, chosen so that the expected compute is the budget;
 - ``mf-active``: the same ``N`` universes, continued with probabilities proportional to how
   much the low fidelity's ``val_acc`` moved over its second half, at least ``--floor``
+  times the uniform probability (default half: the workflow's default,
+  :func:`multiverse.fidelity.default_floor`)
   (:func:`multiverse.fidelity.continuation_probabilities`), the expected compute again the
   budget (each universe's own continuation cost: :func:`budget_probabilities`).
 
@@ -68,9 +70,9 @@ import calibration as K  # noqa: E402
 import problems  # noqa: E402
 
 OUT_DIR = K.CACHE_DIR / "multifidelity"
-#: The low fidelity (a share of the epochs, or of the training data) and the floor of the
-#: active design's probabilities.
-Q, FLOOR = 0.25, 0.1
+#: The low fidelity (a share of the epochs, or of the training data), and the floor of the
+#: active design's probabilities as a share of the uniform probability (the workflow's default).
+Q, FLOOR = 0.25, 0.5
 #: The metric whose low-fidelity movement the active design's score reads.
 ACTIVE_METRIC = "val_acc"
 DESIGNS = ("today", "mf-uniform", "mf-active")
@@ -202,7 +204,7 @@ FIDELITY_GRIDS = {"svm": svm_fidelity, "digits": digits_fidelity}
 
 
 # --- the continuation at a budget ----------------------------------------------------
-def budget_probabilities(score: np.ndarray, cost: np.ndarray, budget: float, floor: float = FLOOR,
+def budget_probabilities(score: np.ndarray, cost: np.ndarray, budget: float, floor: float = 0.1,
                          tol: float = 1e-9) -> np.ndarray:
     """Continuation probabilities (:func:`multiverse.fidelity.continuation_probabilities`:
     proportional to ``score``, at least ``floor``, at most 1) whose expected continuation
@@ -252,8 +254,9 @@ def fidelity_table(fg: FidelityGrid, seed: int, n: int, probability: str, budget
     """One multi-fidelity draw: ``n`` Sobol universes (today's rounds scaled,
     :func:`rounds_of`) snapped to the grid, each read from one seed at random at the low
     fidelity, and continued with probabilities (``uniform`` or ``active``) whose expected
-    compute is ``budget``. Returns the study table as the workflow's ``aggregate`` writes
-    it for a multi-fidelity study (``low_<metric>``; ``<metric>`` NaN where not continued;
+    compute is ``budget``; ``floor``: the active probabilities' floor as a share of the
+    uniform probability (``rest / sum(cost)``). Returns the study table as the workflow's
+    ``aggregate`` writes it for a multi-fidelity study (``low_<metric>``; ``<metric>`` NaN where not continued;
     ``continued``, ``continuation_probability``, ``fidelity_trained``; status
     ``not_continued`` where not continued) and the draw's accounting."""
     from multiverse.fidelity import NOT_CONTINUED, continuation_draw
@@ -274,7 +277,8 @@ def fidelity_table(fg: FidelityGrid, seed: int, n: int, probability: str, budget
             score = np.array([abs(fg.low[ACTIVE_METRIC][a] - fg.half[ACTIVE_METRIC][a]) for a in at])[~final]
         else:
             raise ValueError(f"unknown continuation probability {probability!r}")
-        p[~final] = budget_probabilities(score, cont_cost[~final], rest, floor)
+        uniform = rest / cont_cost[~final].sum() if cont_cost[~final].sum() > 0 else 1.0
+        p[~final] = budget_probabilities(score, cont_cost[~final], rest, floor * min(uniform, 1.0))
     continued = final | continuation_draw(seed, df["universe"].tolist(), p)
     diverged_low = fg.diverged_low()
     for m in fg.grid.values:
@@ -425,7 +429,8 @@ def main(argv: Sequence[str]) -> None:
     ap.add_argument("--factors", nargs="+", type=float, default=[1.0],
                     help="budgets, as factors of today's compute (N scales with them)")
     ap.add_argument("--designs", nargs="+", default=list(DESIGNS), choices=list(DESIGNS))
-    ap.add_argument("--floor", type=float, default=FLOOR)
+    ap.add_argument("--floor", type=float, default=FLOOR,
+                    help="mf-active's floor, as a share of the uniform probability")
     ap.add_argument("--out", default=str(OUT_DIR), help="folder for the per-draw rows (draws.csv)")
     ap.add_argument("--report", nargs="*", default=[], metavar="KEY=VALUE",
                     help="report settings that differ from the defaults")

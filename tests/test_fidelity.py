@@ -91,3 +91,22 @@ def test_a_round_s_draw_states_every_probability_and_continues_the_final_ones(pr
         assert np.all(np.diff(p) >= -1e-12) and p[-1] > p[0]
     again = continuation_round(design, records, {**settings, "share": 0.5}, seed=7)["universes"]
     assert all(b["continued"] for a, b in zip(us, again) if a["continued"]), "a larger budget is nested"
+
+
+def test_without_a_floor_the_active_probabilities_are_halfway_to_uniform():
+    """No ``floor`` in ``design.fidelity``: every active probability is at least half the
+    share (the midpoint of the budget-preserving path to uniform continuation, Li, Zrnic
+    & Candes 2025), so no continued universe weighs more than ``2 / share``; the design
+    file states the floor it used."""
+    from multiverse.fidelity import continuation_round, default_floor
+
+    ids = IDS[:16]
+    design = {"round": 0, "universes": [{"id": i, "index": k, "shard": k // 4} for k, i in enumerate(ids)]}
+    # four universes' low fidelity still moved, the others' not at all
+    records = [low_record(i, epochs=(0.1, 0.1 + (0.05 if k % 4 == 3 else 0.0))) for k, i in enumerate(ids)]
+    state = continuation_round(design, records, {"share": 0.25, "probability": "active", "metric": "val_acc"}, seed=3)
+    p = np.array([u["probability"] for u in state["universes"]])
+    assert state["settings"]["floor"] == default_floor(0.25) == pytest.approx(0.125)
+    assert p.sum() == pytest.approx(0.25 * 16)
+    assert np.allclose(p[3::4], 0.625) and np.allclose(np.delete(p, np.s_[3::4]), 0.125)
+    assert (1 / p).max() == pytest.approx(2 / 0.25)

@@ -148,8 +148,6 @@ def test_outputs_follow_the_umask_not_mkstemps_0600(tmp_path, mask, mode):
 def test_a_runs_results_are_readable_by_others_under_the_default_umask(tiny_run):
     """multiverse.csv, report.html, the design files and model.pt: 0644 under umask 022
     (the tests run under the process's umask; expected is 0666 less it)."""
-    import os
-
     from multiverse.runtime import umask
 
     expected = 0o666 & ~umask()

@@ -27,6 +27,18 @@ from multiverse.ids import derive_seed
 
 #: The prefix of a multi-fidelity table's low-fidelity metric columns (``low_val_acc``).
 LOW = "low_"
+#: Without a ``floor`` in ``design.fidelity``, the active probabilities' floor is this share
+#: of the uniform probability (``share``): the probabilities are then the midpoint
+#: ``(1 - rho) pi_active + rho pi_uniform`` (``rho`` = 0.5) of the budget-preserving path from
+#: active to uniform sampling (Li, Zrnic & Candes, *Robust Sampling for Active Statistical
+#: Inference*, NeurIPS 2025), so no weight exceeds ``2 / share``. An absolute floor of 0.1 at
+#: share 0.5 let weights reach 10 and the intervals undercover (docs/design_based.md).
+UNIFORM_SHARE = 0.5
+
+
+def default_floor(share: float) -> float:
+    """The active probabilities' floor where ``design.fidelity`` gives none: :data:`UNIFORM_SHARE` of ``share``."""
+    return UNIFORM_SHARE * float(share)
 
 
 def continuation_probabilities(score: np.ndarray, expected: float, floor: float) -> np.ndarray:
@@ -115,8 +127,9 @@ def continuation_round(design: Mapping[str, Any], low_records: Sequence[Mapping[
     those whose :func:`uniform_numbers` fall below it.
 
     - ``probability: uniform``: every universe ``share``; ``active``: in proportion to
-      :func:`active_score` (averaged over the universe's seeds), at least ``floor``,
-      summing to ``share`` times the universes (:func:`continuation_probabilities`).
+      :func:`active_score` (averaged over the universe's seeds), at least ``floor``
+      (default :func:`default_floor`), summing to ``share`` times the universes
+      (:func:`continuation_probabilities`).
     - A universe whose low fidelity is final (:func:`is_final`, every seed) is
       continued with probability 1 at no cost, and does not count against the budget.
     """
@@ -133,14 +146,15 @@ def continuation_round(design: Mapping[str, Any], low_records: Sequence[Mapping[
     else:
         score = np.ones(len(ids))
     p = np.ones(len(ids))
-    floor, share = float(settings.get("floor", 0.1)), float(settings.get("share", 0.33))
+    share = float(settings.get("share", 0.33))
+    floor = float(settings["floor"]) if settings.get("floor") is not None else default_floor(share)
     if (~final).any():
         p[~final] = continuation_probabilities(score[~final], share * (~final).sum(), min(floor, share))
     u = uniform_numbers(seed, ids)
     continued = final | (u < p)  # continuation_draw, with the numbers kept for the file
     return {
         "round": design["round"],
-        "settings": {k: settings[k] for k in sorted(settings)},
+        "settings": {k: v for k, v in sorted({**settings, "floor": floor}.items())},
         "expected": float(p[~final].sum()),
         "universes": [
             {"id": i, "index": x["index"], "shard": x["shard"], "probability": float(pi), "uniform": float(ui),

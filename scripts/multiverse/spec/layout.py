@@ -94,8 +94,8 @@ def low_fidelity(config: Mapping[str, Any]) -> dict[str, Any]:
 
 def continuation_settings(config: Mapping[str, Any]) -> dict[str, Any]:
     """``design.fidelity``'s continuation draw (rule continuation): ``share``, ``probability``,
-    ``floor`` and the ``metric`` the active probabilities follow (default: the first of
-    ``design.outcomes``)."""
+    ``floor`` (None: half the share, :func:`multiverse.fidelity.default_floor`) and the
+    ``metric`` the active probabilities follow (default: the first of ``design.outcomes``)."""
     f = config["design"]["fidelity"]
-    return {"share": f["share"], "probability": f["probability"], "floor": f["floor"],
+    return {"share": f["share"], "probability": f["probability"], "floor": f.get("floor"),
             "metric": f.get("metric") or config["design"]["outcomes"][0]}
