@@ -340,13 +340,14 @@ def run_designs(fidelity: Mapping[float, FidelityGrid], seed: int, configs: Sequ
 
 
 # --- tables -------------------------------------------------------------------------
-def claims_table(df):
-    """Per grid, claim and design (budget factor 1): the design-based answer's coverage,
-    decided where clear, wrong confident verdicts, median width and mean compute per draw."""
+def claims_table(df, factor: float = 1.0):
+    """Per grid, claim and design at one budget ``factor`` (today's design beside it): the
+    design-based answer's coverage, decided where clear, wrong confident verdicts, median
+    width and mean compute per draw."""
     import pandas as pd
 
     out = []
-    d1 = df[df["factor"] == 1.0]
+    d1 = df[(df["factor"] == factor) | (df["design"] == "today")]
     for (g, c), dc in d1.groupby(["grid", "claim"], sort=False):
         for lab, d in dc.groupby("label", sort=False):
             clear = d[d["clear"]]
@@ -460,8 +461,10 @@ def main(argv: Sequence[str]) -> None:
     df = df[df["grid"].isin(args.grids) & df["draw"].between(args.first, args.first + args.draws - 1)]
     keep = {"today"} | {label(d, q, n) for d in args.designs for q, n in configs}
     df = df[df["label"].isin(keep) & (df["factor"].isin(args.factors) | (df["design"] == "today"))]
-    print(claims_table(df).to_markdown(index=False))
-    print()
+    for f in sorted(set(args.factors), reverse=True):
+        print(f"Budget factor {f:g}:")
+        print(claims_table(df, f).to_markdown(index=False))
+        print()
     print(designs_table(df).to_markdown(index=False))
     print()
     print(compute_to_match(df).to_markdown(index=False))

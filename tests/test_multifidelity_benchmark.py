@@ -136,6 +136,9 @@ def test_small_benchmark_end_to_end():
     assert (mf["continued"] < mf["N"]).all() and mf["design_verdict"].notna().all()
     assert np.isfinite(df["design_lo"]).any()
     assert len(MF.claims_table(df)) == 3 * 3
+    at = MF.claims_table(df, 0.75)  # today's rows beside the designs at three quarters of its compute
+    assert len(at) == 3 * 3 and (at[at["design"] != "today"]["mean compute"].astype(float)
+                                 < at[at["design"] == "today"]["mean compute"].astype(float).max()).all()
     table = MF.designs_table(df)
     assert len(table) == 1 + 2 * 2 and table["draws"].eq(2).all()
     assert len(MF.compute_to_match(df)) == 2
