@@ -110,3 +110,7 @@ def test_without_a_floor_the_active_probabilities_are_halfway_to_uniform():
     assert p.sum() == pytest.approx(0.25 * 16)
     assert np.allclose(p[3::4], 0.625) and np.allclose(np.delete(p, np.s_[3::4]), 0.125)
     assert (1 / p).max() == pytest.approx(2 / 0.25)
+    # the floor grows with the share, and every probability with it: a larger budget stays nested
+    more = continuation_round(design, records, {"share": 0.5, "probability": "active", "metric": "val_acc"}, seed=3)
+    assert all(np.array([u["probability"] for u in more["universes"]]) >= p - 1e-12)
+    assert all(b["continued"] for a, b in zip(state["universes"], more["universes"]) if a["continued"])
