@@ -68,11 +68,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
 
 import calibration as K  # noqa: E402
 import problems  # noqa: E402
+from multiverse.fidelity import UNIFORM_SHARE  # noqa: E402
 
 OUT_DIR = K.CACHE_DIR / "multifidelity"
 #: The low fidelity (a share of the epochs, or of the training data), and the floor of the
 #: active design's probabilities as a share of the uniform probability (the workflow's default).
-Q, FLOOR = 0.25, 0.5
+Q, FLOOR = 0.25, UNIFORM_SHARE
 #: The metric whose low-fidelity movement the active design's score reads.
 ACTIVE_METRIC = "val_acc"
 DESIGNS = ("today", "mf-uniform", "mf-active")

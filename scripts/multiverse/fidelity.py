@@ -154,7 +154,7 @@ def continuation_round(design: Mapping[str, Any], low_records: Sequence[Mapping[
     continued = final | (u < p)  # continuation_draw, with the numbers kept for the file
     return {
         "round": design["round"],
-        "settings": {k: v for k, v in sorted({**settings, "floor": floor}.items())},
+        "settings": dict(sorted({**settings, "floor": floor}.items())),
         "expected": float(p[~final].sum()),
         "universes": [
             {"id": i, "index": x["index"], "shard": x["shard"], "probability": float(pi), "uniform": float(ui),
